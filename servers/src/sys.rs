@@ -316,7 +316,12 @@ pub fn raise_nofile(limit: u64) -> io::Result<()> {
     check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut current) })?;
     let wanted = libc::rlimit { rlim_cur: limit, rlim_max: current.rlim_max.max(limit) };
     // SAFETY: wanted is a valid rlimit.
-    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const wanted) })?;
+    check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const wanted) }).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("{e}; the hard limit is {} and raising it needs CAP_SYS_RESOURCE", current.rlim_max),
+        )
+    })?;
     Ok(())
 }
 

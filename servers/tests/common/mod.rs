@@ -251,18 +251,20 @@ pub fn reset_on_close(stream: &TcpStream) {
     assert_eq!(ret, 0, "setsockopt(SO_LINGER)");
 }
 
-/// Raises this process's RLIMIT_NOFILE (tests holding thousands of sockets need it).
-pub fn raise_nofile(limit: u64) {
-    let wanted = libc::rlimit { rlim_cur: limit, rlim_max: limit };
+/// Raises this process's RLIMIT_NOFILE soft limit to at least `needed` (up to the hard limit;
+/// tests holding thousands of sockets need it).
+pub fn raise_nofile(needed: u64) {
     let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: valid rlimit pointers.
-    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut current) };
-    if current.rlim_cur >= limit {
-        return;
-    }
     // SAFETY: valid rlimit pointer.
-    let ret = unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const wanted) };
-    assert_eq!(ret, 0, "setrlimit(RLIMIT_NOFILE, {limit}) failed: run the tests as root or raise `ulimit -Hn`");
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut current) };
+    let wanted = libc::rlimit { rlim_cur: current.rlim_max, rlim_max: current.rlim_max };
+    // SAFETY: valid rlimit pointer.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const wanted) };
+    assert!(
+        current.rlim_max >= needed,
+        "this test needs {needed} descriptors but the hard RLIMIT_NOFILE is {}; raise it (`ulimit -Hn {needed}` as root)",
+        current.rlim_max
+    );
 }
 
 /// Runs an external load tool, failing with install instructions if it is missing.
