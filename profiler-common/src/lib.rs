@@ -1,0 +1,367 @@
+//! The types and the histogram arithmetic that the kernel programs (`profiler-ebpf`) and the
+//! profiler share. Everything here is `#[repr(C)]`, plain old data and zero-initialisable, so a
+//! map value means the same on both sides of the boundary.
+#![cfg_attr(not(test), no_std)]
+
+/// How many syscalls one session can time at once (slots of the per-syscall maps).
+pub const MAX_SYSCALL_SLOTS: usize = 32;
+
+/// Size of the syscall-number → slot table; larger than any x86_64/aarch64 syscall number.
+pub const MAX_SYSCALL_NR: u32 = 1024;
+
+/// How many processes get their own per-process counters. The last index collects every process
+/// beyond that (see [`OVERFLOW_PROCESS`]), so nothing is lost when a server forks more.
+pub const MAX_PROCESSES: u32 = 1024;
+
+/// Dense indexes below this are handed out by user space (the processes it was asked to track);
+/// the kernel's fork handler hands out the ones from here on, so the two never race.
+pub const FIRST_FORKED_PROCESS: u32 = 128;
+
+/// Dense process index shared by every tracked process past the first `MAX_PROCESSES - 1`.
+pub const OVERFLOW_PROCESS: u32 = MAX_PROCESSES - 1;
+
+/// Exact buckets below this value (`2 * SUB_BUCKETS`): a bucket per nanosecond.
+pub const EXACT_BELOW: u64 = 2 * SUB_BUCKETS as u64;
+
+/// log2 of the linear sub-buckets per power of two.
+pub const SUB_BUCKET_BITS: u32 = 5;
+
+/// Linear sub-buckets per power of two: each bucket is at most 1/32 of its value wide.
+pub const SUB_BUCKETS: u32 = 1 << SUB_BUCKET_BITS;
+
+/// The highest power of two covered: values up to `2^36 - 1` ns (68.7 s); larger are clamped.
+pub const MAX_EXPONENT: u32 = 35;
+
+/// Buckets of one [`LatencyBuckets`]: 64 exact ones, then 32 per power of two from 2^6 to 2^35.
+pub const HIST_BUCKETS: usize = (EXACT_BELOW as usize) + ((MAX_EXPONENT - 5) * SUB_BUCKETS) as usize;
+
+/// The largest value that lands in its own bucket; anything above is counted in the last one.
+pub const MAX_TRACKABLE_VALUE: u64 = (1u64 << (MAX_EXPONENT + 1)) - 1;
+
+/// Bit set in a [`SLOT_OF_NR`](SlotEntry) entry for syscalls whose return value is an event count
+/// (epoll_wait, epoll_pwait, epoll_pwait2), which also fill the events-per-call histogram.
+pub const SLOT_FLAG_EVENTS: u32 = 1 << 16;
+
+/// An entry of the syscall-number → slot table: `slot + 1` in the low 16 bits (0 = not timed),
+/// flags above.
+pub type SlotEntry = u32;
+
+/// The errno classes counted per syscall, in the order of [`SyscallStats::errors`].
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrnoClass {
+    /// EAGAIN / EWOULDBLOCK (11): nothing ready, the non-blocking path.
+    Again = 0,
+    /// EINTR (4): interrupted by a signal.
+    Intr = 1,
+    /// ECONNRESET (104): the peer reset the connection.
+    ConnReset = 2,
+    /// EPIPE (32): write to a connection the peer closed.
+    Pipe = 3,
+    /// EBADF (9): not an open descriptor.
+    BadFd = 4,
+    /// Any other errno.
+    Other = 5,
+}
+
+/// Number of [`ErrnoClass`] values.
+pub const ERRNO_CLASSES: usize = 6;
+
+impl ErrnoClass {
+    /// Every class, in array order.
+    pub const ALL: [Self; ERRNO_CLASSES] = [
+        Self::Again,
+        Self::Intr,
+        Self::ConnReset,
+        Self::Pipe,
+        Self::BadFd,
+        Self::Other,
+    ];
+
+    /// The class of a positive errno value.
+    #[inline(always)]
+    #[must_use]
+    pub const fn of(errno: u64) -> Self {
+        match errno {
+            11 => Self::Again,
+            4 => Self::Intr,
+            104 => Self::ConnReset,
+            32 => Self::Pipe,
+            9 => Self::BadFd,
+            _ => Self::Other,
+        }
+    }
+
+    /// The errno's symbolic name, as `strace` prints it.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Again => "EAGAIN",
+            Self::Intr => "EINTR",
+            Self::ConnReset => "ECONNRESET",
+            Self::Pipe => "EPIPE",
+            Self::BadFd => "EBADF",
+            Self::Other => "other",
+        }
+    }
+}
+
+/// Why an event could not be recorded; the index into the `DROPPED` counters.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DropReason {
+    /// A syscall exit without its entry: the programs were attached (or the process was tracked)
+    /// while the call was already in flight.
+    NoStart = 0,
+    /// A thread or process id beyond the per-thread maps (sized from `kernel.pid_max` at load).
+    IdOutOfRange = 1,
+    /// A syscall number with no slot (cannot happen unless the slot table was changed under us).
+    NoSlot = 2,
+    /// A fork beyond [`MAX_PROCESSES`]: counted together under [`OVERFLOW_PROCESS`], not lost.
+    ProcessTableFull = 3,
+}
+
+/// Number of [`DropReason`] values.
+pub const DROP_REASONS: usize = 4;
+
+impl DropReason {
+    /// Every reason, in counter order.
+    pub const ALL: [Self; DROP_REASONS] =
+        [Self::NoStart, Self::IdOutOfRange, Self::NoSlot, Self::ProcessTableFull];
+
+    /// Short description for reports.
+    #[must_use]
+    pub const fn describe(self) -> &'static str {
+        match self {
+            Self::NoStart => "exit without entry (call in flight at attach)",
+            Self::IdOutOfRange => "thread id beyond pid_max-sized map",
+            Self::NoSlot => "syscall number without a slot",
+            Self::ProcessTableFull => "process table full (counted under 'other processes')",
+        }
+    }
+
+    /// Whether events of this kind are missing from the statistics (as opposed to only being
+    /// attributed coarsely).
+    #[must_use]
+    pub const fn loses_events(self) -> bool {
+        !matches!(self, Self::ProcessTableFull)
+    }
+}
+
+/// Per-syscall statistics of one CPU (a `PerCpuArray` value, one per slot).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyscallStats {
+    /// Completed calls (successful or not).
+    pub calls: u64,
+    /// Sum of the latencies of all calls, in ns.
+    pub total_ns: u64,
+    /// Fastest call, in ns (meaningless while `calls == 0`).
+    pub min_ns: u64,
+    /// Slowest call, in ns.
+    pub max_ns: u64,
+    /// Failed calls by [`ErrnoClass`].
+    pub errors: [u64; ERRNO_CLASSES],
+    /// Exits of this syscall that had no entry timestamp ([`DropReason::NoStart`]).
+    pub dropped: u64,
+}
+
+/// A log-linear histogram of one CPU: [`HIST_BUCKETS`] counters indexed by [`bucket_index`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LatencyBuckets {
+    /// Count per bucket.
+    pub counts: [u64; HIST_BUCKETS],
+}
+
+impl Default for LatencyBuckets {
+    fn default() -> Self {
+        Self { counts: [0; HIST_BUCKETS] }
+    }
+}
+
+/// Everything the exit program updates for one syscall on one CPU, in one map value so the hot
+/// path does a single lookup for both.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SyscallSlot {
+    /// Counters.
+    pub stats: SyscallStats,
+    /// Latency histogram, in ns.
+    pub latency: LatencyBuckets,
+}
+
+/// Per-process counters of one CPU, indexed by slot: the multi-process server's per-worker table.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessStats {
+    /// Completed calls per slot.
+    pub calls: [u64; MAX_SYSCALL_SLOTS],
+    /// Failed calls per slot.
+    pub errors: [u64; MAX_SYSCALL_SLOTS],
+    /// Total latency per slot, in ns.
+    pub total_ns: [u64; MAX_SYSCALL_SLOTS],
+}
+
+impl Default for ProcessStats {
+    fn default() -> Self {
+        Self {
+            calls: [0; MAX_SYSCALL_SLOTS],
+            errors: [0; MAX_SYSCALL_SLOTS],
+            total_ns: [0; MAX_SYSCALL_SLOTS],
+        }
+    }
+}
+
+/// The bucket of `value` (ns, or events): exact below [`EXACT_BELOW`], then 32 linear buckets per
+/// power of two; values above [`MAX_TRACKABLE_VALUE`] share the last bucket. Loop-free, so the
+/// verifier sees a straight line; the result is always `< HIST_BUCKETS`.
+#[inline(always)]
+#[must_use]
+pub const fn bucket_index(value: u64) -> u32 {
+    let v = if value > MAX_TRACKABLE_VALUE { MAX_TRACKABLE_VALUE } else { value };
+    if v < EXACT_BELOW {
+        return v as u32;
+    }
+    let exp = log2_floor(v); // 6..=35
+    let sub = ((v >> (exp - SUB_BUCKET_BITS)) as u32) & (SUB_BUCKETS - 1);
+    EXACT_BELOW as u32 + (exp - 6) * SUB_BUCKETS + sub
+}
+
+/// floor(log2(v)) for v > 0, by a fixed sequence of halvings (BPF has no count-leading-zeros).
+#[inline(always)]
+#[must_use]
+pub const fn log2_floor(v: u64) -> u32 {
+    let mut x = v;
+    let mut r = 0;
+    if x >= 1 << 32 {
+        x >>= 32;
+        r += 32;
+    }
+    if x >= 1 << 16 {
+        x >>= 16;
+        r += 16;
+    }
+    if x >= 1 << 8 {
+        x >>= 8;
+        r += 8;
+    }
+    if x >= 1 << 4 {
+        x >>= 4;
+        r += 4;
+    }
+    if x >= 1 << 2 {
+        x >>= 2;
+        r += 2;
+    }
+    if x >= 1 << 1 {
+        r += 1;
+    }
+    r
+}
+
+/// The smallest value that lands in bucket `index`.
+#[must_use]
+pub const fn bucket_lower_bound(index: u32) -> u64 {
+    if (index as u64) < EXACT_BELOW {
+        return index as u64;
+    }
+    let rel = index - EXACT_BELOW as u32;
+    let exp = 6 + rel / SUB_BUCKETS;
+    let sub = (rel % SUB_BUCKETS) as u64;
+    (SUB_BUCKETS as u64 + sub) << (exp - SUB_BUCKET_BITS)
+}
+
+/// The largest value that lands in bucket `index` (inclusive).
+#[must_use]
+pub const fn bucket_upper_bound(index: u32) -> u64 {
+    if index as usize + 1 >= HIST_BUCKETS {
+        return MAX_TRACKABLE_VALUE;
+    }
+    bucket_lower_bound(index + 1) - 1
+}
+
+#[cfg(feature = "user")]
+mod pod {
+    use super::{LatencyBuckets, ProcessStats, SyscallSlot, SyscallStats};
+
+    // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
+    // invalid bit patterns.
+    unsafe impl aya::Pod for SyscallStats {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for LatencyBuckets {}
+    // SAFETY: as above.
+    unsafe impl aya::Pod for ProcessStats {}
+    // SAFETY: as above (two such structs, both multiples of 8 bytes).
+    unsafe impl aya::Pod for SyscallSlot {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_count_covers_sixty_seconds() {
+        assert_eq!(HIST_BUCKETS, 1024);
+        assert!(MAX_TRACKABLE_VALUE >= 60_000_000_000);
+        assert_eq!(bucket_index(MAX_TRACKABLE_VALUE) as usize, HIST_BUCKETS - 1);
+        assert_eq!(bucket_index(u64::MAX) as usize, HIST_BUCKETS - 1);
+    }
+
+    #[test]
+    fn small_values_are_exact() {
+        for v in 0..EXACT_BELOW {
+            assert_eq!(bucket_index(v) as u64, v);
+            assert_eq!(bucket_lower_bound(v as u32), v);
+            assert_eq!(bucket_upper_bound(v as u32), v);
+        }
+    }
+
+    #[test]
+    fn every_value_lies_within_its_bucket_bounds() {
+        // Every power of two, its neighbours, and a spread of values in between.
+        let mut values = Vec::new();
+        for exp in 0..40u32 {
+            let p = 1u64 << exp;
+            for v in [p - 1, p, p + 1, p + p / 3, p + p / 2, 2 * p - 1] {
+                values.push(v);
+            }
+        }
+        for &v in &values {
+            let b = bucket_index(v);
+            let clamped = v.min(MAX_TRACKABLE_VALUE);
+            assert!(
+                bucket_lower_bound(b) <= clamped && clamped <= bucket_upper_bound(b),
+                "value {v} bucket {b} [{}, {}]",
+                bucket_lower_bound(b),
+                bucket_upper_bound(b)
+            );
+        }
+    }
+
+    #[test]
+    fn buckets_are_contiguous_and_at_most_one_32nd_wide() {
+        for b in 0..HIST_BUCKETS as u32 - 1 {
+            assert_eq!(bucket_upper_bound(b) + 1, bucket_lower_bound(b + 1));
+            let lo = bucket_lower_bound(b);
+            let width = bucket_upper_bound(b) - lo + 1;
+            assert!(width * 32 <= lo.max(32), "bucket {b} at {lo} is {width} wide");
+        }
+    }
+
+    #[test]
+    fn log2_floor_matches_leading_zeros() {
+        for exp in 0..64u32 {
+            let p = 1u64 << exp;
+            assert_eq!(log2_floor(p), exp);
+            assert_eq!(log2_floor(p | (p - 1)), exp);
+        }
+    }
+
+    #[test]
+    fn errno_classes() {
+        assert_eq!(ErrnoClass::of(11), ErrnoClass::Again);
+        assert_eq!(ErrnoClass::of(104), ErrnoClass::ConnReset);
+        assert_eq!(ErrnoClass::of(2), ErrnoClass::Other);
+    }
+}

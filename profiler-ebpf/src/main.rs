@@ -1,0 +1,302 @@
+//! The kernel side of syscall-profiler: one program on `sys_enter_*` and one on `sys_exit_*` for
+//! every syscall in the chosen set, timing each call of the tracked processes into per-CPU maps.
+//!
+//! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
+//! but the clock and the current task id. Process tracking (fork, exit) is off the hot path and is
+//! the only place that logs (aya-log) or uses an atomic.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
+// The bpf target's core has no fetch_add (no compare-and-swap); the intrinsic lowers to BPF's
+// atomic add with fetch (kernel 5.12+).
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(target_arch = "bpf", allow(internal_features))]
+
+#[cfg(target_arch = "bpf")]
+mod programs {
+    use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
+    use aya_ebpf::{
+        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+        macros::{map, tracepoint},
+        maps::{Array, PerCpuArray},
+        programs::TracePointContext,
+    };
+    use aya_log_ebpf::{info, warn};
+    use profiler_common::{
+        DROP_REASONS, DropReason, ErrnoClass, FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets,
+        MAX_PROCESSES,
+        MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS,
+        SlotEntry, SyscallSlot, bucket_index,
+    };
+
+    /// 1 to time every process on the machine (`--all`); set by the loader before load.
+    #[unsafe(no_mangle)]
+    static TRACE_ALL: u8 = 0;
+
+    /// Tracked processes: `TRACKED[tgid]` is the process's dense index + 1, or 0. Sized from
+    /// `kernel.pid_max` at load.
+    #[map]
+    static TRACKED: Array<u32> = Array::with_max_entries(1, 0);
+
+    /// Entry timestamp of the syscall in flight per thread, 0 when none. Sized from `pid_max`.
+    #[map]
+    static START_NS: Array<u64> = Array::with_max_entries(1, 0);
+
+    /// Syscall number → [`SlotEntry`], filled by user space.
+    #[map]
+    static SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYSCALL_NR, 0);
+
+    /// Per slot: counters and latency histogram.
+    #[map]
+    static SYSCALLS: PerCpuArray<SyscallSlot> =
+        PerCpuArray::with_max_entries(MAX_SYSCALL_SLOTS as u32, 0);
+
+    /// Per slot: histogram of the events returned per call (epoll_wait and friends only).
+    #[map]
+    static EVENTS: PerCpuArray<LatencyBuckets> =
+        PerCpuArray::with_max_entries(MAX_SYSCALL_SLOTS as u32, 0);
+
+    /// Per tracked process (dense index): calls, errors and time per slot.
+    #[map]
+    static PROCESSES: PerCpuArray<ProcessStats> = PerCpuArray::with_max_entries(MAX_PROCESSES, 0);
+
+    /// Dense index → tgid, so user space can name the processes the kernel started tracking.
+    #[map]
+    static PROCESS_PIDS: Array<u32> = Array::with_max_entries(MAX_PROCESSES, 0);
+
+    /// Dense indexes handed out to forked processes so far (entry 0), counted from
+    /// `FIRST_FORKED_PROCESS`.
+    #[map]
+    static NEXT_PROCESS: Array<u64> = Array::with_max_entries(1, 0);
+
+    /// Events that could not be recorded, by [`DropReason`].
+    #[map]
+    static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS as u32, 0);
+
+    const CLONE_THREAD: u64 = 0x0001_0000;
+    /// Marks "time it, but it has no per-process slot" (`--all` on an untracked process).
+    const NO_PROCESS: u32 = u32::MAX;
+
+    #[inline(always)]
+    fn count_drop(reason: DropReason) {
+        if let Some(counter) = DROPPED.get_ptr_mut(reason as u32) {
+            // SAFETY: per-CPU value, and tracepoint programs run with preemption disabled.
+            unsafe { *counter += 1 };
+        }
+    }
+
+    /// The dense process index of `tgid`, `NO_PROCESS` under `--all`, `None` when not traced.
+    #[inline(always)]
+    fn traced_process(tgid: u32) -> Option<u32> {
+        // SAFETY: a read-only global patched by the loader; volatile so it is not constant-folded.
+        let all = unsafe { core::ptr::read_volatile(&TRACE_ALL) } != 0;
+        match TRACKED.get(tgid) {
+            Some(&index) if index != 0 => Some(index - 1),
+            _ if all => Some(NO_PROCESS),
+            Some(_) => None,
+            None => {
+                count_drop(DropReason::IdOutOfRange);
+                None
+            }
+        }
+    }
+
+    /// Reads a field of the tracepoint record directly (the verifier bounds ctx accesses).
+    #[inline(always)]
+    fn field<T: Copy>(ctx: &TracePointContext, offset: usize) -> T {
+        use aya_ebpf::EbpfContext as _;
+        // SAFETY: offsets come from the tracepoint's format file and lie inside the record.
+        unsafe { core::ptr::read_unaligned(ctx.as_ptr().cast::<u8>().add(offset).cast::<T>()) }
+    }
+
+    #[tracepoint]
+    pub fn syscall_enter(_ctx: TracePointContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        if traced_process((pid_tgid >> 32) as u32).is_none() {
+            return 0;
+        }
+        let tid = pid_tgid as u32;
+        match START_NS.get_ptr_mut(tid) {
+            // SAFETY: only this thread writes its own slot between its entry and exit.
+            Some(start) => unsafe { *start = bpf_ktime_get_ns() },
+            None => count_drop(DropReason::IdOutOfRange),
+        }
+        0
+    }
+
+    #[tracepoint]
+    pub fn syscall_exit(ctx: TracePointContext) -> u32 {
+        // SAFETY: a plain helper call.
+        let now = unsafe { bpf_ktime_get_ns() };
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
+            return 0;
+        };
+        let Some(start_ptr) = START_NS.get_ptr_mut(pid_tgid as u32) else {
+            count_drop(DropReason::IdOutOfRange);
+            return 0;
+        };
+        // sys_exit_* record: int __syscall_nr at 8, long ret at 16.
+        let nr: i32 = field(&ctx, 8);
+        let ret: i64 = field(&ctx, 16);
+        let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+        let slot = (entry & 0xffff).wrapping_sub(1);
+        if slot >= MAX_SYSCALL_SLOTS as u32 {
+            count_drop(DropReason::NoSlot);
+            return 0;
+        }
+        let Some(data) = SYSCALLS.get_ptr_mut(slot) else {
+            return 0;
+        };
+        // SAFETY: per-CPU value; preemption is disabled while a tracepoint program runs.
+        let data = unsafe { &mut *data };
+
+        // SAFETY: this thread's own slot.
+        let start = unsafe { *start_ptr };
+        if start == 0 {
+            data.stats.dropped += 1;
+            count_drop(DropReason::NoStart);
+            return 0;
+        }
+        // SAFETY: as above.
+        unsafe { *start_ptr = 0 };
+        let elapsed = now.saturating_sub(start);
+        let failed = ret < 0;
+
+        let stats = &mut data.stats;
+        if stats.calls == 0 || elapsed < stats.min_ns {
+            stats.min_ns = elapsed;
+        }
+        if elapsed > stats.max_ns {
+            stats.max_ns = elapsed;
+        }
+        stats.calls += 1;
+        stats.total_ns += elapsed;
+        if failed {
+            let class = ErrnoClass::of(ret.unsigned_abs()) as usize;
+            if let Some(count) = stats.errors.get_mut(class) {
+                *count += 1;
+            }
+        }
+        let bucket = bucket_index(elapsed) as usize & (HIST_BUCKETS - 1);
+        if let Some(count) = data.latency.counts.get_mut(bucket) {
+            *count += 1;
+        }
+
+        if entry & SLOT_FLAG_EVENTS != 0
+            && !failed
+            && let Some(events) = EVENTS.get_ptr_mut(slot)
+        {
+            let bucket = bucket_index(ret as u64) as usize & (HIST_BUCKETS - 1);
+            // SAFETY: per-CPU value, as above.
+            if let Some(count) = unsafe { &mut *events }.counts.get_mut(bucket) {
+                *count += 1;
+            }
+        }
+
+        if process != NO_PROCESS
+            && let Some(per_process) = PROCESSES.get_ptr_mut(process)
+        {
+            // SAFETY: per-CPU value, as above.
+            let per_process = unsafe { &mut *per_process };
+            let slot = slot as usize & (MAX_SYSCALL_SLOTS - 1);
+            if let Some(calls) = per_process.calls.get_mut(slot) {
+                *calls += 1;
+            }
+            if let Some(total) = per_process.total_ns.get_mut(slot) {
+                *total += elapsed;
+            }
+            if failed && let Some(errors) = per_process.errors.get_mut(slot) {
+                *errors += 1;
+            }
+        }
+        0
+    }
+
+    /// task:task_newtask runs in the parent before the child can run: a child process of a
+    /// tracked process is tracked from its first syscall. Threads share their tgid, so only new
+    /// processes need an entry.
+    #[tracepoint]
+    pub fn task_newtask(ctx: TracePointContext) -> u32 {
+        // task_newtask record: pid_t pid at 8, u64 clone_flags at 32.
+        let child: i32 = field(&ctx, 8);
+        let clone_flags: u64 = field(&ctx, 32);
+        if clone_flags & CLONE_THREAD != 0 {
+            return 0;
+        }
+        let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
+        match TRACKED.get(parent) {
+            Some(&index) if index != 0 => {}
+            _ => return 0,
+        }
+        let Some(next) = NEXT_PROCESS.get_ptr_mut(0) else {
+            return 0;
+        };
+        // SAFETY: the map value is an 8-byte aligned u64 that lives as long as the map.
+        let taken = unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(next, 1) };
+        let mut index = (u64::from(FIRST_FORKED_PROCESS) + taken).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        if index >= OVERFLOW_PROCESS {
+            index = OVERFLOW_PROCESS;
+            count_drop(DropReason::ProcessTableFull);
+            warn!(
+                &ctx,
+                "process table full: pid {} counted under 'other processes'", child
+            );
+        } else if let Some(pid) = PROCESS_PIDS.get_ptr_mut(index) {
+            // SAFETY: this index was handed to this fork alone by the atomic above.
+            unsafe { *pid = child as u32 };
+        }
+        match TRACKED.get_ptr_mut(child as u32) {
+            Some(entry) => {
+                // SAFETY: a plain u32 store; user space reads it only.
+                unsafe { *entry = index + 1 };
+                info!(&ctx, "tracking pid {} (forked by {}) as process #{}", child, parent, index);
+            }
+            None => count_drop(DropReason::IdOutOfRange),
+        }
+        0
+    }
+
+    /// sched:sched_process_exit, last thread of a process: stop tracking its pid so a new process
+    /// that reuses the number is not traced by mistake. Its counters stay for user space to read.
+    #[tracepoint]
+    pub fn process_exit(ctx: TracePointContext) -> u32 {
+        // sched_process_exit record: pid_t pid at 24, bool group_dead at 32.
+        let group_dead: u8 = field(&ctx, 32);
+        if group_dead == 0 {
+            return 0;
+        }
+        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        if let Some(entry) = TRACKED.get_ptr_mut(tgid) {
+            // SAFETY: a plain u32 load and store.
+            unsafe {
+                if *entry != 0 {
+                    info!(&ctx, "process {} exited", tgid);
+                    *entry = 0;
+                }
+            }
+        }
+        0
+    }
+
+    /// Does nothing: attached in place of the real programs, it measures the floor cost of the
+    /// tracepoint mechanism itself (`profiler bench overhead`).
+    #[tracepoint]
+    pub fn noop(_ctx: TracePointContext) -> u32 {
+        0
+    }
+
+    #[panic_handler]
+    fn panic(_info: &core::panic::PanicInfo) -> ! {
+        loop {}
+    }
+
+    #[unsafe(link_section = "license")]
+    #[unsafe(no_mangle)]
+    static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";
+}
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {
+    // Built for the host only by workspace-wide commands; the real build targets bpfel-unknown-none.
+}

@@ -1,0 +1,3 @@
+//! `profiler bench`: the profiler measuring itself.
+
+pub mod overhead;

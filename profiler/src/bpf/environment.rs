@@ -1,0 +1,76 @@
+//! What the kernel programs need from the machine: privileges, tracefs, `pid_max`.
+
+use std::{ffi::CString, fs, path::Path};
+
+use crate::error::SetupError;
+
+/// Where tracefs is normally mounted.
+pub const TRACEFS: &str = "/sys/kernel/tracing";
+
+const CAP_PERFMON: u32 = 38;
+const CAP_BPF: u32 = 39;
+
+/// Fails unless this process may load tracing programs: root, or CAP_BPF and CAP_PERFMON.
+pub fn check_privileges() -> Result<(), SetupError> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return Ok(());
+    }
+    let status = fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let effective = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
+        .unwrap_or(0);
+    let has = |cap: u32| effective & (1 << cap) != 0;
+    if has(CAP_BPF) && has(CAP_PERFMON) {
+        Ok(())
+    } else {
+        Err(SetupError::NotPrivileged)
+    }
+}
+
+/// Makes sure `/sys/kernel/tracing/events/syscalls` exists, mounting tracefs when it is not
+/// mounted (root only).
+pub fn ensure_tracefs() -> Result<(), SetupError> {
+    let events = Path::new(TRACEFS).join("events");
+    if events.is_dir() {
+        return if events.join("syscalls").is_dir() {
+            Ok(())
+        } else {
+            Err(SetupError::NoSyscallTracepoints)
+        };
+    }
+    let target = CString::new(TRACEFS).expect("no NUL in a constant");
+    let fstype = CString::new("tracefs").expect("no NUL in a constant");
+    // SAFETY: valid NUL-terminated strings; no data argument.
+    let rc = unsafe {
+        libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null())
+    };
+    if rc != 0 {
+        return Err(SetupError::TracefsNotMounted(std::io::Error::last_os_error()));
+    }
+    log::info!("mounted tracefs at {TRACEFS}");
+    if events.join("syscalls").is_dir() {
+        Ok(())
+    } else {
+        Err(SetupError::NoSyscallTracepoints)
+    }
+}
+
+/// `kernel.pid_max`: the size of the per-thread and per-process tables.
+pub fn pid_max() -> u32 {
+    fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304)
+}
+
+/// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11).
+pub fn raise_memlock_limit() {
+    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    // SAFETY: a valid rlimit struct.
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
+        log::debug!("could not lift RLIMIT_MEMLOCK: {}", std::io::Error::last_os_error());
+    }
+}

@@ -1,0 +1,339 @@
+//! Loading, configuring and attaching the kernel programs, and reading what they counted.
+//!
+//! A [`Session`] is one load of `profiler-ebpf`: the syscall set and the target processes are data
+//! written into its maps; every syscall shares the same two programs.
+
+pub mod environment;
+pub mod syscall_names;
+
+use std::{collections::BTreeMap, path::Path};
+
+use aya::{
+    Ebpf, EbpfLoader,
+    maps::{Array, MapData, PerCpuArray},
+    programs::{ProgramError, TracePoint},
+};
+use profiler_common::{
+    DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_SLOTS,
+    OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SyscallSlot,
+};
+
+pub use self::syscall_names::{DEFAULT_SYSCALLS, Syscall};
+use crate::{
+    error::SetupError,
+    stats::{
+        DropCounts, ErrnoCounts, LatencyHistogram, ProcessSummary, ProcessSyscall, Snapshot,
+        SyscallSummary,
+    },
+};
+
+/// The compiled kernel programs, built by `build.rs`.
+static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf.o"));
+
+/// Which processes to time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// These processes (tgids) and every process they fork from now on. May start empty and be
+    /// filled with [`Session::track`].
+    Processes(Vec<u32>),
+    /// Every process on the machine.
+    All,
+}
+
+/// What to load: which syscalls, which processes.
+#[derive(Clone, Debug)]
+pub struct SessionConfig {
+    /// Syscalls to time (at most `MAX_SYSCALL_SLOTS`).
+    pub syscalls: Vec<Syscall>,
+    /// Processes to time.
+    pub target: Target,
+    /// Attach the do-nothing programs instead of the real ones (the floor of
+    /// `profiler bench overhead`).
+    pub noop: bool,
+}
+
+/// One load of the kernel programs, attached and counting until dropped.
+pub struct Session {
+    ebpf: Ebpf,
+    syscalls: Vec<Syscall>,
+    /// Dense index → pid for the processes user space named.
+    named: Vec<u32>,
+    logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+}
+
+impl Session {
+    /// Checks the machine, loads the programs, writes the configuration and attaches them.
+    pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
+        environment::check_privileges()?;
+        environment::ensure_tracefs()?;
+        environment::raise_memlock_limit();
+        if config.syscalls.len() > MAX_SYSCALL_SLOTS {
+            return Err(SetupError::TooManySyscalls(config.syscalls.len()));
+        }
+        let initial = match &config.target {
+            Target::Processes(pids) => pids.clone(),
+            Target::All => Vec::new(),
+        };
+        if initial.len() > FIRST_FORKED_PROCESS as usize {
+            return Err(SetupError::TooManyPids(initial.len()));
+        }
+        for &pid in &initial {
+            if !Path::new(&format!("/proc/{pid}")).exists() {
+                return Err(SetupError::NoSuchProcess(pid));
+            }
+        }
+
+        let pid_max = environment::pid_max();
+        let trace_all = u8::from(config.target == Target::All);
+        let mut ebpf = EbpfLoader::new()
+            .override_global("TRACE_ALL", &trace_all, true)
+            .map_max_entries("TRACKED", pid_max)
+            .map_max_entries("START_NS", pid_max)
+            .load(EBPF_OBJECT)
+            .map_err(|e| SetupError::bpf("loading the eBPF object", e))?;
+        // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
+        let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
+
+        let mut session = Self { ebpf, syscalls: config.syscalls.clone(), named: Vec::new(), logger };
+        session.write_slots()?;
+        for pid in initial {
+            session.track(pid)?;
+        }
+        session.attach(config.noop)?;
+        Ok(session)
+    }
+
+    /// The syscalls being timed, in slot order.
+    #[must_use]
+    pub fn syscalls(&self) -> &[Syscall] {
+        &self.syscalls
+    }
+
+    /// Starts timing process `pid` (and the children it forks from now on).
+    pub fn track(&mut self, pid: u32) -> Result<(), SetupError> {
+        if self.named.contains(&pid) {
+            return Ok(());
+        }
+        let index = u32::try_from(self.named.len()).unwrap_or(u32::MAX);
+        if index >= FIRST_FORKED_PROCESS {
+            return Err(SetupError::TooManyPids(self.named.len() + 1));
+        }
+        let mut pids: Array<&mut MapData, u32> = self.map_mut("PROCESS_PIDS")?;
+        pids.set(index, pid, 0).map_err(|e| SetupError::bpf("writing PROCESS_PIDS", e))?;
+        let mut tracked: Array<&mut MapData, u32> = self.map_mut("TRACKED")?;
+        tracked
+            .set(pid, index + 1, 0)
+            .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e))?;
+        self.named.push(pid);
+        Ok(())
+    }
+
+    /// Moves kernel-side log records to the `log` crate.
+    pub fn flush_logs(&mut self) {
+        if let Some(logger) = &mut self.logger {
+            logger.flush();
+        }
+    }
+
+    /// Reads and merges every per-CPU counter.
+    pub fn snapshot(&self) -> Result<Snapshot, SetupError> {
+        let slots: PerCpuArray<&MapData, SyscallSlot> = self.map("SYSCALLS")?;
+        let events: PerCpuArray<&MapData, LatencyBuckets> = self.map("EVENTS")?;
+        let mut syscalls = Vec::with_capacity(self.syscalls.len());
+        for (slot, syscall) in self.syscalls.iter().enumerate() {
+            let slot = slot as u32;
+            let per_cpu = slots.get(&slot, 0).map_err(|e| SetupError::bpf("reading SYSCALLS", e))?;
+            let mut summary = SyscallSummary { name: syscall.name.clone(), ..Default::default() };
+            let mut errors = ErrnoCounts::default();
+            let mut min_ns = u64::MAX;
+            for cpu in per_cpu.iter() {
+                let s = &cpu.stats;
+                summary.calls += s.calls;
+                summary.total_ns += s.total_ns;
+                summary.dropped += s.dropped;
+                summary.max_ns = summary.max_ns.max(s.max_ns);
+                if s.calls > 0 {
+                    min_ns = min_ns.min(s.min_ns);
+                }
+                for (sum, e) in errors.0.iter_mut().zip(s.errors) {
+                    *sum += e;
+                }
+                summary.latency.add_counts(&cpu.latency.counts);
+            }
+            summary.min_ns = if summary.calls > 0 { min_ns } else { 0 };
+            summary.errors = errors;
+            if syscall.returns_events() {
+                let per_cpu =
+                    events.get(&slot, 0).map_err(|e| SetupError::bpf("reading EVENTS", e))?;
+                let mut hist = LatencyHistogram::default();
+                for cpu in per_cpu.iter() {
+                    hist.add_counts(&cpu.counts);
+                }
+                summary.events = Some(hist);
+            }
+            syscalls.push(summary);
+        }
+        Ok(Snapshot { syscalls, processes: self.read_processes()?, dropped: self.read_dropped()? })
+    }
+
+    fn read_processes(&self) -> Result<Vec<ProcessSummary>, SetupError> {
+        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let forked_end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
+        let stats: PerCpuArray<&MapData, ProcessStats> = self.map("PROCESSES")?;
+
+        let named = 0..self.named.len() as u32;
+        let forked = FIRST_FORKED_PROCESS..forked_end;
+        let mut by_pid: BTreeMap<u32, ProcessSummary> = BTreeMap::new();
+        for index in named.chain(forked).chain([OVERFLOW_PROCESS]) {
+            let pid = if index == OVERFLOW_PROCESS {
+                0
+            } else {
+                pids.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?
+            };
+            let per_cpu = stats.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
+            let mut summary = ProcessSummary {
+                pid,
+                syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+            };
+            for cpu in per_cpu.iter() {
+                for (slot, s) in summary.syscalls.iter_mut().enumerate() {
+                    s.calls += cpu.calls[slot];
+                    s.errors += cpu.errors[slot];
+                    s.total_ns += cpu.total_ns[slot];
+                }
+            }
+            if summary.total_calls() > 0 {
+                // A pid reused by a later fork: add up rather than overwrite.
+                let entry = by_pid.entry(pid).or_insert_with(|| ProcessSummary {
+                    pid,
+                    syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                });
+                for (a, b) in entry.syscalls.iter_mut().zip(&summary.syscalls) {
+                    a.calls += b.calls;
+                    a.errors += b.errors;
+                    a.total_ns += b.total_ns;
+                }
+            }
+        }
+        Ok(by_pid.into_values().collect())
+    }
+
+    fn read_dropped(&self) -> Result<DropCounts, SetupError> {
+        let dropped: PerCpuArray<&MapData, u64> = self.map("DROPPED")?;
+        let mut counts = DropCounts::default();
+        for reason in 0..DROP_REASONS as u32 {
+            let per_cpu = dropped.get(&reason, 0).map_err(|e| SetupError::bpf("reading DROPPED", e))?;
+            counts.0[reason as usize] = per_cpu.iter().sum();
+        }
+        Ok(counts)
+    }
+
+    /// Pids of every process the session has tracked so far (named and forked).
+    pub fn tracked_pids(&self) -> Result<Vec<u32>, SetupError> {
+        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
+        let mut out = self.named.clone();
+        for index in FIRST_FORKED_PROCESS..end {
+            out.push(pids.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?);
+        }
+        Ok(out)
+    }
+
+    fn write_slots(&mut self) -> Result<(), SetupError> {
+        let entries: Vec<(u32, u32)> = self
+            .syscalls
+            .iter()
+            .enumerate()
+            .map(|(slot, s)| {
+                let flags = if s.returns_events() { SLOT_FLAG_EVENTS } else { 0 };
+                (s.nr, (slot as u32 + 1) | flags)
+            })
+            .collect();
+        let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut("SLOT_OF_NR")?;
+        for (nr, entry) in entries {
+            slot_of_nr
+                .set(nr, entry, 0)
+                .map_err(|e| SetupError::bpf(format!("syscall number {nr} beyond the slot table"), e))?;
+        }
+        Ok(())
+    }
+
+    fn attach(&mut self, noop: bool) -> Result<(), SetupError> {
+        let (enter, exit) = if noop { ("noop", "noop") } else { ("syscall_enter", "syscall_exit") };
+        let names: Vec<String> = self.syscalls.iter().map(|s| s.name.clone()).collect();
+        // Exit programs first: a call that enters after its enter program is attached then always
+        // finds its exit program attached.
+        for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
+            let tracepoints: Vec<(String, String)> =
+                names.iter().map(|n| ("syscalls".to_owned(), format!("{prefix}{n}"))).collect();
+            self.attach_program(program, &tracepoints)?;
+        }
+        if !noop {
+            self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
+            self.attach_program("process_exit", &[("sched".into(), "sched_process_exit".into())])?;
+        }
+        Ok(())
+    }
+
+    fn attach_program(&mut self, name: &str, tracepoints: &[(String, String)]) -> Result<(), SetupError> {
+        let program: &mut TracePoint = self
+            .ebpf
+            .program_mut(name)
+            .ok_or_else(|| SetupError::bpf(format!("program {name}"), anyhow::anyhow!("missing from the object")))?
+            .try_into()
+            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
+        if program.fd().is_err() {
+            program.load().map_err(|e| load_error(name, e))?;
+        }
+        for (category, tracepoint) in tracepoints {
+            program
+                .attach(category, tracepoint)
+                .map_err(|e| SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e))?;
+        }
+        Ok(())
+    }
+
+    fn map<'a, M>(&'a self, name: &str) -> Result<M, SetupError>
+    where
+        M: TryFrom<&'a aya::maps::Map>,
+        <M as TryFrom<&'a aya::maps::Map>>::Error: Into<anyhow::Error>,
+    {
+        let map = self
+            .ebpf
+            .map(name)
+            .ok_or_else(|| SetupError::bpf(format!("map {name}"), anyhow::anyhow!("missing from the object")))?;
+        M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
+    }
+
+    fn map_mut<'a, M>(&'a mut self, name: &str) -> Result<M, SetupError>
+    where
+        M: TryFrom<&'a mut aya::maps::Map>,
+        <M as TryFrom<&'a mut aya::maps::Map>>::Error: Into<anyhow::Error>,
+    {
+        let map = self
+            .ebpf
+            .map_mut(name)
+            .ok_or_else(|| SetupError::bpf(format!("map {name}"), anyhow::anyhow!("missing from the object")))?;
+        M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
+    }
+}
+
+/// Turns a load failure into a one-line cause plus the tail of the verifier log.
+fn load_error(program: &str, error: ProgramError) -> SetupError {
+    match error {
+        ProgramError::LoadError { io_error, verifier_log } => {
+            let log = verifier_log.to_string();
+            let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
+            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
+            SetupError::VerifierRejected { program: program.to_owned(), cause: io_error.to_string(), log_tail: tail }
+        }
+        other => SetupError::bpf(format!("loading program {program}"), other),
+    }
+}
+
+// Compile-time guard: the per-process map must have room for the named and forked ranges.
+const _: () = assert!(FIRST_FORKED_PROCESS < OVERFLOW_PROCESS && OVERFLOW_PROCESS < MAX_PROCESSES);

@@ -1,0 +1,120 @@
+//! The command line (clap definitions only).
+
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Per-syscall latency of network servers, measured in the kernel with eBPF.
+#[derive(Debug, Parser)]
+#[command(name = "profiler", version, about, long_about = None, after_help = EXAMPLES)]
+pub struct Cli {
+    /// Show kernel-side diagnostics (forks followed, exits) and setup details.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+const EXAMPLES: &str = "\
+EXAMPLES:
+    profiler attach --pid 1234 --duration 10s          # time the default syscalls of pid 1234
+    profiler attach --syscalls close,read -- ./server   # start ./server and trace it, like strace -c
+    profiler attach --all --syscalls epoll_wait --hist # every process, with histograms
+    profiler bench overhead                             # what tracing adds per syscall";
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Time the syscalls of running processes (and their children), or of a command.
+    Attach(AttachArgs),
+    /// Measure the profiler itself.
+    #[command(subcommand)]
+    Bench(BenchCommand),
+}
+
+/// `profiler attach` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler attach --pid 1234 --duration 10s
+    profiler attach --pid 1234 --pid 1240 --interval 1s --hist
+    profiler attach --syscalls accept4,close,epoll_wait,read,write -- ./server --port 8080")]
+pub struct AttachArgs {
+    /// A process to trace (repeatable); the children it forks are followed.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Trace every process on the machine.
+    #[arg(long, conflicts_with = "pids")]
+    pub all: bool,
+    /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Syscalls to time, comma-separated [default: accept,accept4,close,epoll_wait,epoll_pwait,read].
+    #[arg(short, long, value_delimiter = ',')]
+    pub syscalls: Vec<String>,
+    /// Also print a table for each interval of this length (e.g. 1s).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub interval: Option<Duration>,
+    /// Add bcc-style ASCII latency histograms.
+    #[arg(long)]
+    pub hist: bool,
+    /// A command to start and trace from its first syscall.
+    #[arg(last = true, value_name = "CMD")]
+    pub command: Vec<String>,
+}
+
+/// `profiler bench` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// ns added per traced syscall, against no programs and against empty programs (the floor).
+    Overhead(OverheadArgs),
+}
+
+/// `profiler bench overhead` options.
+#[derive(Debug, Args)]
+pub struct OverheadArgs {
+    /// dup()+close() iterations per measurement.
+    #[arg(long, default_value_t = 400_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub iterations: u64,
+    /// Rounds; each round measures every configuration once, in turn.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Skip the bpftrace comparison even when bpftrace is installed.
+    #[arg(long)]
+    pub no_bpftrace: bool,
+}
+
+/// Parses `10s`, `500ms`, `2m`, `1h`; a bare number means seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let parsed = if s.chars().all(|c| c.is_ascii_digit() || c == '.') && !s.is_empty() {
+        s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
+    } else {
+        humantime::parse_duration(s).ok()
+    };
+    match parsed {
+        Some(d) if !d.is_zero() => Ok(d),
+        Some(_) => Err(format!("'{s}' is zero: give a positive duration such as 10s or 500ms")),
+        None => Err(format!("'{s}' is not a duration: use a number with a unit, such as 10s, 500ms or 2m")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse_with_units_and_bare_seconds() {
+        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
+        assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("fast").unwrap_err().contains("not a duration"));
+    }
+
+    #[test]
+    fn cli_is_well_formed() {
+        use clap::CommandFactory as _;
+        Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,66 @@
+//! Errors a caller may want to tell apart. Each message is one line: what was wrong and what to do.
+
+use thiserror::Error;
+
+/// Why the kernel programs could not be set up.
+#[derive(Debug, Error)]
+pub enum SetupError {
+    /// Neither root nor CAP_BPF + CAP_PERFMON.
+    #[error(
+        "loading eBPF programs needs root or CAP_BPF and CAP_PERFMON: run it with sudo (or `setcap cap_bpf,cap_perfmon+ep` on the binary)"
+    )]
+    NotPrivileged,
+    /// tracefs is not mounted and could not be mounted.
+    #[error(
+        "tracefs is not mounted and mounting it failed ({0}): as root run `mount -t tracefs tracefs /sys/kernel/tracing`"
+    )]
+    TracefsNotMounted(#[source] std::io::Error),
+    /// The kernel was built without syscall tracepoints.
+    #[error(
+        "this kernel has no syscalls: tracepoints (/sys/kernel/tracing/events/syscalls is missing): it needs CONFIG_FTRACE_SYSCALLS"
+    )]
+    NoSyscallTracepoints,
+    /// A syscall name that has no tracepoint on this kernel.
+    #[error("unknown syscall '{name}': valid names are the sys_enter_* tracepoints of this kernel, e.g. {examples} (see `ls /sys/kernel/tracing/events/syscalls`)")]
+    UnknownSyscall {
+        /// What the user typed.
+        name: String,
+        /// A few valid names, closest first.
+        examples: String,
+    },
+    /// More syscalls than the kernel maps have slots for.
+    #[error("{0} syscalls requested but at most {max} can be timed at once: pass a shorter --syscalls list", max = profiler_common::MAX_SYSCALL_SLOTS)]
+    TooManySyscalls(usize),
+    /// A pid that does not name a running process.
+    #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
+    NoSuchProcess(u32),
+    /// More pids than user space may hand dense indexes to.
+    #[error("{0} pids given but at most {max} can be named at once: trace their parent instead (children are followed) or use --all", max = profiler_common::FIRST_FORKED_PROCESS)]
+    TooManyPids(usize),
+    /// The verifier refused a program.
+    #[error("the kernel's verifier rejected program '{program}': {cause}; verifier log tail:\n{log_tail}")]
+    VerifierRejected {
+        /// Program name.
+        program: String,
+        /// The load error.
+        cause: String,
+        /// The last lines of the verifier log.
+        log_tail: String,
+    },
+    /// Any other failure of the BPF machinery.
+    #[error("{context}: {source}")]
+    Bpf {
+        /// What we were doing.
+        context: String,
+        /// The underlying error.
+        #[source]
+        source: anyhow::Error,
+    },
+}
+
+impl SetupError {
+    /// Wraps a lower-level error with what we were doing.
+    pub fn bpf(context: impl Into<String>, source: impl Into<anyhow::Error>) -> Self {
+        Self::Bpf { context: context.into(), source: source.into() }
+    }
+}

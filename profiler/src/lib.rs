@@ -1,0 +1,16 @@
+//! syscall-profiler: what each system call really costs inside a running network server, timed
+//! in the kernel with eBPF.
+//!
+//! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
+//! - [`stats`]: the merged measurements every report and export reads.
+//! - [`attach`]: `profiler attach`.
+//! - [`report`]: tables and histograms.
+//! - [`bench`]: `profiler bench`, the profiler measuring itself.
+
+pub mod attach;
+pub mod bench;
+pub mod bpf;
+pub mod cli;
+pub mod error;
+pub mod report;
+pub mod stats;

@@ -1,0 +1,67 @@
+//! The `profiler` command.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Parser as _;
+use profiler::{
+    attach::{self, AttachOptions},
+    bench,
+    bpf::{DEFAULT_SYSCALLS, Syscall},
+    cli::{BenchCommand, Cli, Command},
+};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let level = match cli.verbose {
+        0 => log::LevelFilter::Warn,
+        1 => log::LevelFilter::Info,
+        _ => log::LevelFilter::Debug,
+    };
+    env_logger::Builder::new().filter_level(level).format_timestamp(None).init();
+    match run(cli) {
+        Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
+        Err(error) => {
+            // One line: the error and its causes.
+            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
+            eprintln!("Error: {}", chain.join(": "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<i32> {
+    match cli.command {
+        Command::Attach(args) => {
+            if args.pids.is_empty() && !args.all && args.command.is_empty() {
+                anyhow::bail!("nothing to trace: give --pid PID, --all, or a command after --");
+            }
+            let names: Vec<String> = if args.syscalls.is_empty() {
+                DEFAULT_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
+            } else {
+                args.syscalls
+            };
+            let options = AttachOptions {
+                pids: args.pids,
+                all: args.all,
+                duration: args.duration,
+                interval: args.interval,
+                syscalls: resolve(&names)?,
+                histograms: args.hist,
+                command: args.command,
+            };
+            attach::run(&options)
+        }
+        Command::Bench(BenchCommand::Overhead(args)) => {
+            bench::overhead::run(&args)?;
+            Ok(0)
+        }
+    }
+}
+
+/// Resolves syscall names; the tracefs check comes first so its error is the one shown.
+fn resolve(names: &[String]) -> Result<Vec<Syscall>> {
+    profiler::bpf::environment::check_privileges()?;
+    profiler::bpf::environment::ensure_tracefs()?;
+    Ok(Syscall::resolve_list(names)?)
+}

@@ -1,0 +1,5 @@
+//! Turning a [`Snapshot`](crate::stats::Snapshot) into text: tables, histograms, units.
+
+pub mod histogram;
+pub mod table;
+pub mod units;

@@ -1,0 +1,167 @@
+//! The per-syscall table: one header row naming the columns, then one row per syscall.
+
+use std::fmt::Write as _;
+
+use super::units::{duration, duration_ns, percent};
+use crate::stats::{Snapshot, SyscallSummary};
+
+/// A plain text table with right-aligned numeric columns.
+#[derive(Debug, Default)]
+pub struct TextTable {
+    header: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl TextTable {
+    /// A table with these column names.
+    #[must_use]
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+        Self { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+    }
+
+    /// Appends a row (as many cells as columns).
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+
+    /// Whether no row was added.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
+    /// Renders with two spaces between columns; the first column left-aligned, the rest right.
+    #[must_use]
+    pub fn render(&self) -> String {
+        let columns = self.header.len();
+        let mut widths: Vec<usize> = self.header.iter().map(|h| h.chars().count()).collect();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate().take(columns) {
+                widths[i] = widths[i].max(cell.chars().count());
+            }
+        }
+        let mut out = String::new();
+        for row in std::iter::once(&self.header).chain(&self.rows) {
+            let mut line = String::new();
+            for (i, cell) in row.iter().enumerate().take(columns) {
+                let pad = widths[i] - cell.chars().count();
+                if i == 0 {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                } else {
+                    line.push_str("  ");
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                }
+            }
+            out.push_str(line.trim_end());
+            out.push('\n');
+        }
+        out
+    }
+}
+
+/// "12 (EAGAIN)" style: the error count and its most frequent errno.
+#[must_use]
+pub fn errors_cell(s: &SyscallSummary) -> String {
+    match s.errors.top() {
+        None => "0".to_owned(),
+        Some((class, _)) if s.errors.total() > 0 => format!("{} ({})", s.errors.total(), class.name()),
+        Some(_) => "0".to_owned(),
+    }
+}
+
+/// The final table of `profiler attach`: syscalls that were called, sorted by total time.
+#[must_use]
+pub fn syscall_table(snapshot: &Snapshot) -> String {
+    let total_time = snapshot.total_ns() as f64;
+    let mut table = TextTable::new([
+        "syscall", "calls", "errors", "total", "mean", "p50", "p99", "p99.9", "max", "share", "dropped",
+    ]);
+    let mut rows: Vec<&SyscallSummary> =
+        snapshot.syscalls.iter().filter(|s| s.calls > 0 || s.dropped > 0).collect();
+    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
+    for s in rows {
+        table.row([
+            s.name.clone(),
+            s.calls.to_string(),
+            errors_cell(s),
+            duration(s.total_ns),
+            duration_ns(s.mean_ns()),
+            duration(s.latency.value_at_quantile(0.50)),
+            duration(s.latency.value_at_quantile(0.99)),
+            duration(s.latency.value_at_quantile(0.999)),
+            duration(s.max_ns),
+            percent(s.total_ns as f64, total_time),
+            s.dropped.to_string(),
+        ]);
+    }
+    let mut out = if table.is_empty() {
+        "no timed syscalls were made by the traced processes\n".to_owned()
+    } else {
+        table.render()
+    };
+    for s in &snapshot.syscalls {
+        if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
+            let zero: u64 = events.buckets().filter(|b| b.high == 0).map(|b| b.count).sum();
+            let _ = writeln!(
+                out,
+                "{}: {:.2} events per call (p50 {}, p99 {}, max {}), no event in {} of calls",
+                s.name,
+                events.mean(),
+                events.value_at_quantile(0.5),
+                events.value_at_quantile(0.99),
+                events.range().map_or(0, |r| r.1),
+                percent(zero as f64, events.total() as f64),
+            );
+        }
+    }
+    let lost = snapshot.dropped.lost();
+    let _ = writeln!(out, "dropped: {lost}{}", if lost == 0 { " (every call was recorded)" } else { "" });
+    for (reason, count) in snapshot.dropped.nonzero() {
+        let _ = writeln!(out, "  {count} {}", reason.describe());
+    }
+    out
+}
+
+/// Per-process table (the multi-process server's workers): one row per process.
+#[must_use]
+pub fn process_table(snapshot: &Snapshot) -> String {
+    let mut table = TextTable::new(["pid", "calls", "errors", "total"]);
+    let names: Vec<&str> = snapshot.syscalls.iter().map(|s| s.name.as_str()).collect();
+    let mut header = vec!["pid".to_owned(), "calls".into(), "errors".into(), "total".into()];
+    header.extend(names.iter().map(|n| format!("{n} calls")));
+    table.header = header;
+    for p in &snapshot.processes {
+        let errors: u64 = p.syscalls.iter().map(|s| s.errors).sum();
+        let total: u64 = p.syscalls.iter().map(|s| s.total_ns).sum();
+        let mut row = vec![
+            if p.pid == 0 { "other".to_owned() } else { p.pid.to_string() },
+            p.total_calls().to_string(),
+            errors.to_string(),
+            duration(total),
+        ];
+        row.extend(p.syscalls.iter().map(|s| s.calls.to_string()));
+        table.row(row);
+    }
+    table.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_has_one_header_and_a_row_per_called_syscall() {
+        let mut close = SyscallSummary { name: "close".into(), calls: 3, total_ns: 3000, max_ns: 1500, ..Default::default() };
+        close.latency.record_n(1000, 3);
+        let unused = SyscallSummary { name: "read".into(), ..Default::default() };
+        let snap = Snapshot { syscalls: vec![close, unused], ..Default::default() };
+        let out = syscall_table(&snap);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[0].starts_with("syscall") && lines[0].contains("p99.9") && lines[0].contains("dropped"));
+        assert!(lines[1].starts_with("close"));
+        assert!(lines[1].contains("1.00µs"), "{}", lines[1]);
+        assert!(!out.contains("\nread"));
+    }
+}

@@ -1,0 +1,411 @@
+//! What the kernel measured, merged over CPUs: the one data model every report and export reads.
+
+use hdrhistogram::Histogram;
+use profiler_common::{
+    DROP_REASONS, DropReason, ERRNO_CLASSES, ErrnoClass, HIST_BUCKETS, bucket_index,
+    bucket_lower_bound, bucket_upper_bound,
+};
+use serde::Serialize;
+
+/// A kernel log-linear histogram (32 sub-buckets per power of two, exact below 64), merged over
+/// CPUs. Values are ns for latencies, or counts for events per call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LatencyHistogram {
+    counts: Vec<u64>,
+}
+
+impl Default for LatencyHistogram {
+    fn default() -> Self {
+        Self { counts: vec![0; HIST_BUCKETS] }
+    }
+}
+
+/// One non-empty bucket: every value in `low..=high` was counted `count` times.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Bucket {
+    /// Smallest value of the bucket (inclusive).
+    pub low: u64,
+    /// Largest value of the bucket (inclusive).
+    pub high: u64,
+    /// Values that fell into it.
+    pub count: u64,
+}
+
+impl LatencyHistogram {
+    /// Adds one CPU's buckets.
+    pub fn add_counts(&mut self, counts: &[u64]) {
+        for (mine, theirs) in self.counts.iter_mut().zip(counts) {
+            *mine += theirs;
+        }
+    }
+
+    /// Records `count` values equal to `value` (for tests and synthetic data).
+    pub fn record_n(&mut self, value: u64, count: u64) {
+        self.counts[bucket_index(value) as usize] += count;
+    }
+
+    /// Total values recorded.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The non-empty buckets, in increasing order.
+    pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
+        self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &count)| {
+            let i = i as u32;
+            Bucket { low: bucket_lower_bound(i), high: bucket_upper_bound(i), count }
+        })
+    }
+
+    /// The value at quantile `q` (0..=1): the midpoint of the bucket holding that rank, so it is
+    /// within half a bucket (1/64 of the value) of the exact answer. 0 when empty.
+    #[must_use]
+    pub fn value_at_quantile(&self, q: f64) -> u64 {
+        let total = self.total();
+        if total == 0 {
+            return 0;
+        }
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for b in self.buckets() {
+            seen += b.count;
+            if seen >= rank {
+                return midpoint(b);
+            }
+        }
+        0
+    }
+
+    /// The same distribution as an `hdrhistogram` (3 significant digits): each bucket's count is
+    /// recorded at the bucket's midpoint.
+    #[must_use]
+    pub fn to_hdr(&self) -> Histogram<u64> {
+        let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
+        for b in self.buckets() {
+            h.record_n(midpoint(b), b.count).expect("auto-resizing histogram accepts any u64");
+        }
+        h
+    }
+
+    /// Bucket-wise difference `self - earlier` (counters only grow, so this is what happened
+    /// between two snapshots).
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            counts: self.counts.iter().zip(&earlier.counts).map(|(a, b)| a.saturating_sub(*b)).collect(),
+        }
+    }
+
+    /// Mean of the recorded values, from bucket midpoints.
+    #[must_use]
+    pub fn mean(&self) -> f64 {
+        let total = self.total();
+        if total == 0 {
+            return 0.0;
+        }
+        self.buckets().map(|b| midpoint(b) as f64 * b.count as f64).sum::<f64>() / total as f64
+    }
+
+    /// Smallest and largest bucket bounds that hold values.
+    #[must_use]
+    pub fn range(&self) -> Option<(u64, u64)> {
+        let first = self.buckets().next()?;
+        let last = self.buckets().last()?;
+        Some((first.low, last.high))
+    }
+}
+
+fn midpoint(b: Bucket) -> u64 {
+    b.low + (b.high - b.low) / 2
+}
+
+/// Failed calls by errno class.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ErrnoCounts(pub [u64; ERRNO_CLASSES]);
+
+impl ErrnoCounts {
+    /// All failed calls.
+    #[must_use]
+    pub fn total(&self) -> u64 {
+        self.0.iter().sum()
+    }
+
+    /// The most frequent class and its count, if any call failed.
+    #[must_use]
+    pub fn top(&self) -> Option<(ErrnoClass, u64)> {
+        ErrnoClass::ALL
+            .iter()
+            .zip(self.0)
+            .filter(|(_, n)| *n > 0)
+            .max_by_key(|(_, n)| *n)
+            .map(|(c, n)| (*c, n))
+    }
+
+    /// Count of one class.
+    #[must_use]
+    pub fn get(&self, class: ErrnoClass) -> u64 {
+        self.0[class as usize]
+    }
+}
+
+/// Everything measured for one syscall.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SyscallSummary {
+    /// Syscall name.
+    pub name: String,
+    /// Completed calls.
+    pub calls: u64,
+    /// Failed calls by errno class.
+    pub errors: ErrnoCounts,
+    /// Sum of all call latencies, ns.
+    pub total_ns: u64,
+    /// Fastest call, ns (0 when no calls).
+    pub min_ns: u64,
+    /// Slowest call, ns.
+    pub max_ns: u64,
+    /// Exits without a recorded entry (in flight when tracing began).
+    pub dropped: u64,
+    /// Latency distribution, ns.
+    pub latency: LatencyHistogram,
+    /// Events returned per call (epoll_wait and friends), else `None`.
+    pub events: Option<LatencyHistogram>,
+}
+
+impl SyscallSummary {
+    /// Mean latency in ns.
+    #[must_use]
+    pub fn mean_ns(&self) -> f64 {
+        if self.calls == 0 { 0.0 } else { self.total_ns as f64 / self.calls as f64 }
+    }
+
+    /// What happened between `earlier` and `self`. min/max come from the histogram's bounds,
+    /// as the kernel keeps only running extremes.
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        let latency = self.latency.since(&earlier.latency);
+        let (min_ns, max_ns) = latency.range().unwrap_or((0, 0));
+        let mut errors = ErrnoCounts::default();
+        for (i, e) in errors.0.iter_mut().enumerate() {
+            *e = self.errors.0[i].saturating_sub(earlier.errors.0[i]);
+        }
+        Self {
+            name: self.name.clone(),
+            calls: self.calls.saturating_sub(earlier.calls),
+            errors,
+            total_ns: self.total_ns.saturating_sub(earlier.total_ns),
+            min_ns,
+            max_ns: max_ns.min(self.max_ns),
+            dropped: self.dropped.saturating_sub(earlier.dropped),
+            latency,
+            events: match (&self.events, &earlier.events) {
+                (Some(a), Some(b)) => Some(a.since(b)),
+                (a, _) => a.clone(),
+            },
+        }
+    }
+}
+
+/// Per-process totals for one syscall.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessSyscall {
+    /// Completed calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Total latency, ns.
+    pub total_ns: u64,
+}
+
+/// One tracked process's counters (a worker of the multi-process server, say).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProcessSummary {
+    /// Process id; 0 for the shared "other processes" entry past the table's size.
+    pub pid: u32,
+    /// Per syscall, in the session's syscall order.
+    pub syscalls: Vec<ProcessSyscall>,
+}
+
+impl ProcessSummary {
+    /// Calls over all syscalls.
+    #[must_use]
+    pub fn total_calls(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.calls).sum()
+    }
+
+    /// What happened between `earlier` and `self`.
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            pid: self.pid,
+            syscalls: self
+                .syscalls
+                .iter()
+                .zip(&earlier.syscalls)
+                .map(|(a, b)| ProcessSyscall {
+                    calls: a.calls.saturating_sub(b.calls),
+                    errors: a.errors.saturating_sub(b.errors),
+                    total_ns: a.total_ns.saturating_sub(b.total_ns),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Counts of events that could not be recorded, by [`DropReason`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct DropCounts(pub [u64; DROP_REASONS]);
+
+impl DropCounts {
+    /// Events missing from the statistics (excludes coarse attribution such as a full process
+    /// table, whose calls are still counted).
+    #[must_use]
+    pub fn lost(&self) -> u64 {
+        DropReason::ALL.iter().filter(|r| r.loses_events()).map(|r| self.0[*r as usize]).sum()
+    }
+
+    /// Non-zero reasons with their counts.
+    pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
+        DropReason::ALL.iter().map(|r| (*r, self.0[*r as usize])).filter(|(_, n)| *n > 0)
+    }
+}
+
+/// Everything the kernel programs have counted since they were loaded.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Snapshot {
+    /// One entry per timed syscall, in the session's order.
+    pub syscalls: Vec<SyscallSummary>,
+    /// Tracked processes that made at least one timed call.
+    pub processes: Vec<ProcessSummary>,
+    /// Events that could not be recorded.
+    pub dropped: DropCounts,
+}
+
+impl Snapshot {
+    /// The entry for one syscall by name.
+    #[must_use]
+    pub fn syscall(&self, name: &str) -> Option<&SyscallSummary> {
+        self.syscalls.iter().find(|s| s.name == name)
+    }
+
+    /// The entry for one process by pid.
+    #[must_use]
+    pub fn process(&self, pid: u32) -> Option<&ProcessSummary> {
+        self.processes.iter().find(|p| p.pid == pid)
+    }
+
+    /// Time spent in all timed syscalls, ns.
+    #[must_use]
+    pub fn total_ns(&self) -> u64 {
+        self.syscalls.iter().map(|s| s.total_ns).sum()
+    }
+
+    /// What happened between `earlier` and `self`.
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        let syscalls = self
+            .syscalls
+            .iter()
+            .map(|s| match earlier.syscall(&s.name) {
+                Some(e) => s.since(e),
+                None => s.clone(),
+            })
+            .collect();
+        let processes = self
+            .processes
+            .iter()
+            .map(|p| match earlier.process(p.pid) {
+                Some(e) => p.since(e),
+                None => p.clone(),
+            })
+            .filter(|p| p.total_calls() > 0)
+            .collect();
+        let mut dropped = DropCounts::default();
+        for (i, d) in dropped.0.iter_mut().enumerate() {
+            *d = self.dropped.0[i].saturating_sub(earlier.dropped.0[i]);
+        }
+        Self { syscalls, processes, dropped }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Exact quantile of a sorted sample (nearest rank).
+    fn exact(sorted: &[u64], q: f64) -> u64 {
+        let rank = ((q * sorted.len() as f64).ceil() as usize).max(1);
+        sorted[rank - 1]
+    }
+
+    fn check_distribution(mut values: Vec<u64>) {
+        let mut h = LatencyHistogram::default();
+        for &v in &values {
+            h.record_n(v, 1);
+        }
+        values.sort_unstable();
+        assert_eq!(h.total(), values.len() as u64);
+        let hdr = h.to_hdr();
+        for q in [0.01, 0.25, 0.5, 0.9, 0.99, 0.999, 1.0] {
+            let want = exact(&values, q);
+            let bucket = bucket_index(want);
+            let width = bucket_upper_bound(bucket) - bucket_lower_bound(bucket) + 1;
+            let got = h.value_at_quantile(q);
+            assert!(got.abs_diff(want) <= width, "q={q}: got {got}, exact {want}, bucket width {width}");
+            // hdrhistogram adds its own 1/1000 resolution on top of the bucket midpoint.
+            let from_hdr = hdr.value_at_quantile(q);
+            assert!(
+                from_hdr.abs_diff(want) <= width + want / 500,
+                "hdr q={q}: got {from_hdr}, exact {want}, bucket width {width}"
+            );
+        }
+    }
+
+    #[test]
+    fn uniform_distribution_percentiles_within_bucket_width() {
+        check_distribution((1..=100_000).map(|i| i * 37).collect());
+    }
+
+    #[test]
+    fn bimodal_distribution_percentiles_within_bucket_width() {
+        // 90% fast calls around 800 ns, 10% slow ones around 20 ms: a syscall table's usual shape.
+        let mut v: Vec<u64> = (0..9000).map(|i| 700 + (i % 200)).collect();
+        v.extend((0..1000).map(|i| 19_000_000 + i * 2000));
+        check_distribution(v);
+    }
+
+    #[test]
+    fn geometric_distribution_percentiles_within_bucket_width() {
+        let mut x = 1.0f64;
+        let v = (0..5000)
+            .map(|_| {
+                x *= 1.004;
+                x as u64
+            })
+            .collect();
+        check_distribution(v);
+    }
+
+    #[test]
+    fn since_subtracts_counts_and_keeps_names() {
+        let mut a = SyscallSummary { name: "close".into(), calls: 10, total_ns: 1000, ..Default::default() };
+        a.latency.record_n(100, 10);
+        let mut b = a.clone();
+        b.calls = 15;
+        b.total_ns = 6000;
+        b.latency.record_n(1000, 5);
+        let d = b.since(&a);
+        assert_eq!((d.calls, d.total_ns, d.latency.total()), (5, 5000, 5));
+        let (lo, hi) = d.latency.range().unwrap();
+        assert!(lo <= 1000 && hi >= 1000);
+    }
+
+    #[test]
+    fn errno_top_picks_the_most_frequent() {
+        let mut e = ErrnoCounts::default();
+        e.0[ErrnoClass::Again as usize] = 5;
+        e.0[ErrnoClass::Pipe as usize] = 9;
+        assert_eq!(e.top(), Some((ErrnoClass::Pipe, 9)));
+        assert_eq!(e.total(), 14);
+    }
+}
