@@ -77,9 +77,14 @@ impl Variant {
     pub fn client_events(self, conn: &Conn, output_limit: usize) -> u32 {
         let pending = conn.pending_output() > 0;
         match self {
-            Self::LevelTriggered { always_epollout } | Self::LevelTriggeredPure { always_epollout } => {
+            Self::LevelTriggered { always_epollout }
+            | Self::LevelTriggeredPure { always_epollout } => {
                 // Level-triggered: drop EPOLLIN while we refuse to read, or epoll would spin.
-                let readable = if conn.wants_input(output_limit) { IN } else { 0 };
+                let readable = if conn.wants_input(output_limit) {
+                    IN
+                } else {
+                    0
+                };
                 let writable = if pending || always_epollout { OUT } else { 0 };
                 readable | writable
             }
@@ -129,9 +134,13 @@ impl EventLoop {
     /// Registers the (non-blocking, listening) `listener` and `signals` in a new epoll instance.
     pub fn new(config: LoopConfig, listener: RawFd, signals: SignalFd) -> Result<Self> {
         let epoll = Epoll::new().context("epoll_create1 failed")?;
-        epoll.add(listener, config.variant.listener_events()).context("epoll_ctl(ADD) on the listener failed")?;
+        epoll
+            .add(listener, config.variant.listener_events())
+            .context("epoll_ctl(ADD) on the listener failed")?;
         // The signalfd wakes epoll_wait for shutdown, so the idle loop needs no timeout.
-        epoll.add(signals.fd(), IN).context("epoll_ctl(ADD) on the signalfd failed")?;
+        epoll
+            .add(signals.fd(), IN)
+            .context("epoll_ctl(ADD) on the signalfd failed")?;
         Ok(Self {
             config,
             epoll,
@@ -159,7 +168,12 @@ impl EventLoop {
                 if fd == self.listener {
                     self.on_listener_ready();
                 } else if fd == self.signals.fd() {
-                    if self.signals.take().context("reading the signalfd failed")?.is_some() {
+                    if self
+                        .signals
+                        .take()
+                        .context("reading the signalfd failed")?
+                        .is_some()
+                    {
                         return Ok(self.shutdown());
                     }
                 } else {
@@ -182,7 +196,8 @@ impl EventLoop {
                     }
                 }
                 Err(e) => match e.raw_os_error() {
-                    Some(libc::EINTR | libc::ECONNABORTED) if per_event == PerEvent::UntilEagain => {}
+                    Some(libc::EINTR | libc::ECONNABORTED)
+                        if per_event == PerEvent::UntilEagain => {}
                     Some(libc::EMFILE | libc::ENFILE) => {
                         if !self.warned_fd_limit {
                             eprintln!("warning: accept failed: {e}; raise the limit with --nofile");
@@ -203,7 +218,10 @@ impl EventLoop {
             return;
         }
         let mut conn = Conn::new(fd);
-        conn.registered = self.config.variant.client_events(&conn, self.config.buffer_size);
+        conn.registered = self
+            .config
+            .variant
+            .client_events(&conn, self.config.buffer_size);
         if self.epoll.add(fd, conn.registered).is_err() {
             sys::close(fd);
             return;
@@ -218,7 +236,9 @@ impl EventLoop {
     /// Handles readiness of a client socket, then re-registers or closes it.
     fn on_client_ready(&mut self, fd: RawFd, flags: u32) {
         let config = self.config;
-        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else { return };
+        let Some(conn) = self.conns.get_mut(fd as usize).and_then(Option::as_mut) else {
+            return;
+        };
         let keep = flags & ERR_OR_HUP == 0
             && (flags & OUT == 0 || on_writable(conn, config))
             && (flags & IN == 0 || on_readable(conn, &mut self.scratch, config))
@@ -262,7 +282,9 @@ fn on_readable(conn: &mut Conn, scratch: &mut [u8], config: LoopConfig) -> bool 
     while conn.wants_input(config.buffer_size) {
         match conn.read_once(scratch) {
             ReadOutcome::Data(n) => {
-                config.protocol.consume(conn, &scratch[..n], config.buffer_size);
+                config
+                    .protocol
+                    .consume(conn, &scratch[..n], config.buffer_size);
                 if conn.flush() == FlushOutcome::Failed {
                     return false;
                 }

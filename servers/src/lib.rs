@@ -82,8 +82,12 @@ impl ServerConfig {
     /// The event-loop variant this configuration runs (MP workers are edge-triggered).
     pub fn variant(&self) -> Variant {
         match self.mode {
-            Mode::Lt => Variant::LevelTriggered { always_epollout: self.lt_epollout },
-            Mode::LtPure => Variant::LevelTriggeredPure { always_epollout: self.lt_epollout },
+            Mode::Lt => Variant::LevelTriggered {
+                always_epollout: self.lt_epollout,
+            },
+            Mode::LtPure => Variant::LevelTriggeredPure {
+                always_epollout: self.lt_epollout,
+            },
             Mode::Et | Mode::Mp => Variant::EdgeTriggered,
         }
     }
@@ -117,7 +121,10 @@ pub fn run(config: &ServerConfig) -> Result<i32> {
         sys::set_affinity(cpus).with_context(|| {
             let online = std::thread::available_parallelism().map_or(0, usize::from);
             let list: Vec<String> = cpus.iter().map(usize::to_string).collect();
-            format!("--cpus {}: sched_setaffinity failed; this machine has {online} CPUs (0-based)", list.join(","))
+            format!(
+                "--cpus {}: sched_setaffinity failed; this machine has {online} CPUs (0-based)",
+                list.join(",")
+            )
         })?;
     }
     match config.mode {
@@ -140,7 +147,9 @@ pub fn listen(addr: SocketAddr, backlog: i32, reuse_port: bool) -> Result<std::o
 /// Prints the one readiness line runners wait for.
 pub fn announce(addr: SocketAddr) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
-    writeln!(stdout, "listening on {addr}").and_then(|()| stdout.flush()).context("writing to stdout failed")
+    writeln!(stdout, "listening on {addr}")
+        .and_then(|()| stdout.flush())
+        .context("writing to stdout failed")
 }
 
 /// Writes one line to stderr with a single `write(2)`, so lines from several workers sharing
@@ -152,7 +161,8 @@ pub fn log_line(line: &str) {
 
 /// LT, LT-PURE and ET: one process, one loop.
 fn run_single(config: &ServerConfig) -> Result<i32> {
-    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT]).context("creating the signalfd failed")?;
+    let signals =
+        SignalFd::new(&[libc::SIGTERM, libc::SIGINT]).context("creating the signalfd failed")?;
     let listener = listen(config.socket_addr(), config.backlog, false)?;
     let event_loop = EventLoop::new(config.loop_config(), listener, signals)?;
     announce(sys::local_addr(listener).context("getsockname failed")?)?;
@@ -166,12 +176,19 @@ fn run_single(config: &ServerConfig) -> Result<i32> {
 
 /// Parses a CPU list such as `0`, `0-3` or `0,2,4-5` (the `taskset -c` syntax).
 pub fn parse_cpu_list(list: &str) -> Result<Vec<usize>, UsageError> {
-    let bad = || UsageError(format!("--cpus '{list}' is not a CPU list; write it like 0 or 0-3 or 0,2,4-5"));
+    let bad = || {
+        UsageError(format!(
+            "--cpus '{list}' is not a CPU list; write it like 0 or 0-3 or 0,2,4-5"
+        ))
+    };
     let max = libc::CPU_SETSIZE as usize;
     let mut cpus = Vec::new();
     for item in list.split(',') {
         let (first, last) = match item.trim().split_once('-') {
-            Some((a, b)) => (a.trim().parse::<usize>().map_err(|_| bad())?, b.trim().parse::<usize>().map_err(|_| bad())?),
+            Some((a, b)) => (
+                a.trim().parse::<usize>().map_err(|_| bad())?,
+                b.trim().parse::<usize>().map_err(|_| bad())?,
+            ),
             None => {
                 let cpu = item.trim().parse::<usize>().map_err(|_| bad())?;
                 (cpu, cpu)

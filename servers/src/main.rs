@@ -89,13 +89,17 @@ impl Cli {
             ModeArg::Mp => Mode::Mp,
         };
         if self.lt_epollout && !matches!(mode, Mode::Lt | Mode::LtPure) {
-            return Err(UsageError("--lt-epollout only applies to --mode lt or lt-pure".into()));
+            return Err(UsageError(
+                "--lt-epollout only applies to --mode lt or lt-pure".into(),
+            ));
         }
         if self.workers.is_some() && mode != Mode::Mp {
             return Err(UsageError("--workers only applies to --mode mp".into()));
         }
         let protocol = match self.protocol {
-            ProtocolArg::Echo => Protocol::Echo { server_closes: self.server_closes },
+            ProtocolArg::Echo => Protocol::Echo {
+                server_closes: self.server_closes,
+            },
             ProtocolArg::Http if self.server_closes => {
                 return Err(UsageError(
                     "--server-closes only applies to --protocol echo (HTTP closes on Connection: close)".into(),
@@ -123,7 +127,11 @@ impl Cli {
 /// Condenses a clap error into one line: its message up to the first blank line.
 fn one_line(error: &clap::Error) -> String {
     let rendered = error.render().to_string();
-    let message: Vec<&str> = rendered.lines().take_while(|line| !line.trim().is_empty()).map(str::trim).collect();
+    let message: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.trim().is_empty())
+        .map(str::trim)
+        .collect();
     let message = message.join(" ");
     let message = message.strip_prefix("error: ").unwrap_or(&message);
     format!("{message}; see `servers --help`")

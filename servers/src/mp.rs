@@ -14,8 +14,9 @@ use std::{
 use anyhow::{Context, Result, bail};
 
 use crate::{
-    ServerConfig, log_line,
+    ServerConfig,
     event_loop::EventLoop,
+    log_line,
     sys::{self, ExitStatus, Forked, SignalFd},
 };
 
@@ -33,15 +34,23 @@ struct Worker {
 pub fn run(config: &ServerConfig) -> Result<i32> {
     let count = match config.workers {
         Some(n) => n,
-        None => sys::allowed_cpus().context("sched_getaffinity failed")?.len().max(1),
+        None => sys::allowed_cpus()
+            .context("sched_getaffinity failed")?
+            .len()
+            .max(1),
     };
     // Blocked before forking so no signal is lost between fork and the workers' own signalfd.
-    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGCHLD]).context("creating the signalfd failed")?;
+    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT, libc::SIGCHLD])
+        .context("creating the signalfd failed")?;
 
     // Resolve port 0 once so every worker joins the same SO_REUSEPORT group. This socket never
     // listens, so it receives no connections; it only holds the port until the workers listen.
-    let probe = sys::bind_tcp(config.socket_addr(), true)
-        .with_context(|| format!("cannot bind {}; pick another --port or --bind address", config.socket_addr()))?;
+    let probe = sys::bind_tcp(config.socket_addr(), true).with_context(|| {
+        format!(
+            "cannot bind {}; pick another --port or --bind address",
+            config.socket_addr()
+        )
+    })?;
     let addr = sys::local_addr(probe).context("getsockname failed")?;
     let (ready_read, ready_write) = sys::pipe().context("pipe failed")?;
 
@@ -89,7 +98,8 @@ pub fn run(config: &ServerConfig) -> Result<i32> {
 
 /// The body of one worker process.
 fn run_worker(index: usize, config: &ServerConfig, ready_write: RawFd) -> Result<()> {
-    let signals = SignalFd::new(&[libc::SIGTERM, libc::SIGINT]).context("creating the signalfd failed")?;
+    let signals =
+        SignalFd::new(&[libc::SIGTERM, libc::SIGINT]).context("creating the signalfd failed")?;
     let listener = crate::listen(config.socket_addr(), config.backlog, true)?;
     let event_loop = EventLoop::new(config.loop_config(), listener, signals)?;
     sys::write(ready_write, b"r").context("reporting readiness to the parent failed")?;
@@ -130,7 +140,10 @@ fn supervise(mut live: Vec<Worker>, signals: &SignalFd) -> Result<i32> {
             let left = at.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 for worker in &live {
-                    log_line(&format!("Error: worker {} (pid {}) ignored SIGTERM; killing it", worker.index, worker.pid));
+                    log_line(&format!(
+                        "Error: worker {} (pid {}) ignored SIGTERM; killing it",
+                        worker.index, worker.pid
+                    ));
                     sys::kill(worker.pid, libc::SIGKILL);
                 }
                 killed = true;
@@ -139,15 +152,22 @@ fn supervise(mut live: Vec<Worker>, signals: &SignalFd) -> Result<i32> {
                 timeout_ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX).max(1);
             }
         }
-        let signal = signals.wait(timeout_ms).context("waiting for signals failed")?;
+        let signal = signals
+            .wait(timeout_ms)
+            .context("waiting for signals failed")?;
         if matches!(signal, Some(libc::SIGTERM | libc::SIGINT)) && deadline.is_none() {
             deadline = Some(begin_shutdown(&live));
         }
         while let Some((pid, status)) = sys::try_reap().context("waitpid failed")? {
-            let Some(pos) = live.iter().position(|w| w.pid == pid) else { continue };
+            let Some(pos) = live.iter().position(|w| w.pid == pid) else {
+                continue;
+            };
             let worker = live.swap_remove(pos);
             if deadline.is_none() || status != ExitStatus::Code(0) {
-                log_line(&format!("Error: worker {} (pid {pid}) died: it {status}", worker.index));
+                log_line(&format!(
+                    "Error: worker {} (pid {pid}) died: it {status}",
+                    worker.index
+                ));
                 failed = true;
             }
             if deadline.is_none() {

@@ -14,12 +14,20 @@ use std::{
 
 /// Returns the error of the last libc call unless `ret` is non-negative.
 fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret) }
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
 }
 
 /// Returns the error of the last libc call unless `ret` is non-negative (size-returning calls).
 fn check_size(ret: libc::ssize_t) -> io::Result<usize> {
-    if ret < 0 { Err(io::Error::last_os_error()) } else { Ok(ret as usize) }
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
 }
 
 /// `read(2)` into `buf`; `Ok(0)` means end of stream.
@@ -59,10 +67,21 @@ pub fn set_nonblocking(fd: RawFd) -> io::Result<()> {
 }
 
 /// Sets an integer socket option.
-fn set_int_option(fd: RawFd, level: libc::c_int, name: libc::c_int, value: libc::c_int) -> io::Result<()> {
+fn set_int_option(
+    fd: RawFd,
+    level: libc::c_int,
+    name: libc::c_int,
+    value: libc::c_int,
+) -> io::Result<()> {
     // SAFETY: the option value points to a live c_int of the given size.
     check(unsafe {
-        libc::setsockopt(fd, level, name, (&raw const value).cast(), size_of::<libc::c_int>() as libc::socklen_t)
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (&raw const value).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
     })?;
     Ok(())
 }
@@ -97,9 +116,19 @@ fn to_sockaddr(addr: SocketAddr) -> (libc::sockaddr_storage, libc::socklen_t) {
 ///
 /// The socket is not listening yet; call [`listen`].
 pub fn bind_tcp(addr: SocketAddr, reuse_port: bool) -> io::Result<RawFd> {
-    let domain = if addr.is_ipv4() { libc::AF_INET } else { libc::AF_INET6 };
+    let domain = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
     // SAFETY: plain socket creation.
-    let fd = check(unsafe { libc::socket(domain, libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC, 0) })?;
+    let fd = check(unsafe {
+        libc::socket(
+            domain,
+            libc::SOCK_STREAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    })?;
     let setup = || -> io::Result<()> {
         set_int_option(fd, libc::SOL_SOCKET, libc::SO_REUSEADDR, 1)?;
         if reuse_port {
@@ -133,15 +162,25 @@ pub fn local_addr(fd: RawFd) -> io::Result<SocketAddr> {
             // SAFETY: the kernel wrote a sockaddr_in.
             let sin = unsafe { &*(&raw const storage).cast::<libc::sockaddr_in>() };
             let ip = Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr));
-            Ok(SocketAddr::V4(SocketAddrV4::new(ip, u16::from_be(sin.sin_port))))
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(sin.sin_port),
+            )))
         }
         libc::AF_INET6 => {
             // SAFETY: the kernel wrote a sockaddr_in6.
             let sin6 = unsafe { &*(&raw const storage).cast::<libc::sockaddr_in6>() };
             let ip = Ipv6Addr::from(sin6.sin6_addr.s6_addr);
-            Ok(SocketAddr::V6(SocketAddrV6::new(ip, u16::from_be(sin6.sin6_port), 0, sin6.sin6_scope_id)))
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(sin6.sin6_port),
+                0,
+                sin6.sin6_scope_id,
+            )))
         }
-        family => Err(io::Error::other(format!("unexpected address family {family}"))),
+        family => Err(io::Error::other(format!(
+            "unexpected address family {family}"
+        ))),
     }
 }
 
@@ -161,7 +200,10 @@ impl Epoll {
 
     /// One `epoll_ctl` call; the event's data is the watched descriptor itself.
     fn ctl(&self, op: libc::c_int, fd: RawFd, events: u32) -> io::Result<()> {
-        let mut event = libc::epoll_event { events, u64: fd as u64 };
+        let mut event = libc::epoll_event {
+            events,
+            u64: fd as u64,
+        };
         // SAFETY: event is a valid epoll_event for the duration of the call.
         check(unsafe { libc::epoll_ctl(self.fd, op, fd, &raw mut event) })?;
         Ok(())
@@ -228,7 +270,9 @@ impl SignalFd {
         block_signals(signals)?;
         let set = sigset(signals);
         // SAFETY: set is a valid sigset_t.
-        let fd = check(unsafe { libc::signalfd(-1, &raw const set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC) })?;
+        let fd = check(unsafe {
+            libc::signalfd(-1, &raw const set, libc::SFD_NONBLOCK | libc::SFD_CLOEXEC)
+        })?;
         Ok(Self { fd })
     }
 
@@ -259,12 +303,20 @@ impl SignalFd {
 
     /// Waits up to `timeout_ms` (-1: forever) for a signal, with `poll(2)`.
     pub fn wait(&self, timeout_ms: i32) -> io::Result<Option<libc::c_int>> {
-        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
         // SAFETY: pfd is a valid pollfd array of length 1.
         let ret = unsafe { libc::poll(&raw mut pfd, 1, timeout_ms) };
         if ret < 0 {
             let err = io::Error::last_os_error();
-            return if err.kind() == io::ErrorKind::Interrupted { Ok(None) } else { Err(err) };
+            return if err.kind() == io::ErrorKind::Interrupted {
+                Ok(None)
+            } else {
+                Err(err)
+            };
         }
         self.take()
     }
@@ -306,20 +358,31 @@ pub fn allowed_cpus() -> io::Result<Vec<usize>> {
     // SAFETY: set is a writable cpu_set_t of the given size.
     check(unsafe { libc::sched_getaffinity(0, size_of::<libc::cpu_set_t>(), &raw mut set) })?;
     // SAFETY: CPU_ISSET bounds-checks cpu against the set size.
-    Ok((0..libc::CPU_SETSIZE as usize).filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) }).collect())
+    Ok((0..libc::CPU_SETSIZE as usize)
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &set) })
+        .collect())
 }
 
 /// Raises RLIMIT_NOFILE to `limit` (soft and, if needed, hard).
 pub fn raise_nofile(limit: u64) -> io::Result<()> {
-    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut current = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: current is a writable rlimit.
     check(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut current) })?;
-    let wanted = libc::rlimit { rlim_cur: limit, rlim_max: current.rlim_max.max(limit) };
+    let wanted = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: current.rlim_max.max(limit),
+    };
     // SAFETY: wanted is a valid rlimit.
     check(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &raw const wanted) }).map_err(|e| {
         io::Error::new(
             e.kind(),
-            format!("{e}; the hard limit is {} and raising it needs CAP_SYS_RESOURCE", current.rlim_max),
+            format!(
+                "{e}; the hard limit is {} and raising it needs CAP_SYS_RESOURCE",
+                current.rlim_max
+            ),
         )
     })?;
     Ok(())
@@ -346,7 +409,11 @@ pub enum Forked {
 pub fn fork() -> io::Result<Forked> {
     // SAFETY: the servers never start threads, so the child inherits a consistent state.
     let pid = check(unsafe { libc::fork() })?;
-    Ok(if pid == 0 { Forked::Child } else { Forked::Parent(pid) })
+    Ok(if pid == 0 {
+        Forked::Child
+    } else {
+        Forked::Parent(pid)
+    })
 }
 
 /// Sends `signal` to `pid`; errors (e.g. already reaped) are ignored.
@@ -380,7 +447,11 @@ pub fn try_reap() -> io::Result<Option<(libc::pid_t, ExitStatus)>> {
     let pid = unsafe { libc::waitpid(-1, &raw mut status, libc::WNOHANG) };
     if pid < 0 {
         let err = io::Error::last_os_error();
-        return if err.raw_os_error() == Some(libc::ECHILD) { Ok(None) } else { Err(err) };
+        return if err.raw_os_error() == Some(libc::ECHILD) {
+            Ok(None)
+        } else {
+            Err(err)
+        };
     }
     if pid == 0 {
         return Ok(None);

@@ -29,7 +29,11 @@ fn concurrent_echo(addr: SocketAddr, server_closes: bool) {
         .map(|i| {
             thread::spawn(move || {
                 let mut stream = connect(addr);
-                let sizes: &[usize] = if server_closes { &[1000] } else { &[1, 1000, 50_000, 7] };
+                let sizes: &[usize] = if server_closes {
+                    &[1000]
+                } else {
+                    &[1, 1000, 50_000, 7]
+                };
                 for (j, &size) in sizes.iter().enumerate() {
                     echo_roundtrip(&mut stream, &payload(size, i * 10 + j));
                 }
@@ -48,7 +52,9 @@ fn concurrent_echo(addr: SocketAddr, server_closes: bool) {
 fn serial_http(addr: SocketAddr) {
     for _ in 0..1000 {
         let mut stream = connect(addr);
-        stream.write_all(get("Connection: close\r\n").as_bytes()).unwrap();
+        stream
+            .write_all(get("Connection: close\r\n").as_bytes())
+            .unwrap();
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         let response = read_response(&mut reader, false);
         response.assert_ok(false);

@@ -46,7 +46,9 @@ fn idle_plus_active(args: &[&str], http: bool) {
         })
         .collect();
     for handle in handles {
-        handle.join().expect("an active client failed while 10000 connections idled");
+        handle
+            .join()
+            .expect("an active client failed while 10000 connections idled");
     }
 
     // The idle connections were really accepted and still work.
@@ -62,7 +64,10 @@ fn idle_plus_active(args: &[&str], http: bool) {
     server.assert_alive();
     let stderr = server.stop();
     let open = open_at_shutdown(&stderr);
-    assert!(open >= IDLE as u64, "{args:?}: only {open} connections open at shutdown; stderr:\n{stderr}");
+    assert!(
+        open >= IDLE as u64,
+        "{args:?}: only {open} connections open at shutdown; stderr:\n{stderr}"
+    );
     eprintln!("{args:?}: opened {IDLE} idle connections in {opened:?}; {open} open at shutdown");
     drop(idle);
 }
@@ -94,13 +99,23 @@ fn rss_kib(pid: i32) -> u64 {
 /// other clients are still served meanwhile.
 #[test]
 fn sender_that_never_reads_cannot_grow_the_server() {
-    for (mode, protocol) in [("lt", "echo"), ("et", "echo"), ("lt-pure", "http"), ("et", "http")] {
+    for (mode, protocol) in [
+        ("lt", "echo"),
+        ("et", "echo"),
+        ("lt-pure", "http"),
+        ("et", "http"),
+    ] {
         let mut server = Server::start(&["--mode", mode, "--protocol", protocol]);
         let addr = server.addr;
         let before = rss_kib(server.pid());
         let hog = connect(addr);
-        hog.set_write_timeout(Some(Duration::from_millis(500))).unwrap();
-        let chunk = if protocol == "http" { get("").repeat(1000).into_bytes() } else { vec![b'x'; 64 * 1024] };
+        hog.set_write_timeout(Some(Duration::from_millis(500)))
+            .unwrap();
+        let chunk = if protocol == "http" {
+            get("").repeat(1000).into_bytes()
+        } else {
+            vec![b'x'; 64 * 1024]
+        };
         let mut sent = 0usize;
         // Send up to 64 MiB; the writes stall (time out) once the server stops reading.
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -110,7 +125,10 @@ fn sender_that_never_reads_cannot_grow_the_server() {
                 Err(_) => break,
             }
         }
-        assert!(sent < 64 << 20, "{mode}/{protocol}: the server absorbed 64 MiB from a client that never reads");
+        assert!(
+            sent < 64 << 20,
+            "{mode}/{protocol}: the server absorbed 64 MiB from a client that never reads"
+        );
         let after = rss_kib(server.pid());
         assert!(
             after < before + 4 * 1024,

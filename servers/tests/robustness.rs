@@ -27,9 +27,18 @@ fn http_errors_and_connection_rules_every_mode() {
         let server = Server::start(&["--mode", mode, "--protocol", "http"]);
         let addr = server.addr;
 
-        for bad in [&b"garbage\r\n\r\n"[..], b"GET / HTTP/9.9\r\n\r\n", b"GET / HTTP/1.1\r\nno colon here\r\n\r\n"] {
+        for bad in [
+            &b"garbage\r\n\r\n"[..],
+            b"GET / HTTP/9.9\r\n\r\n",
+            b"GET / HTTP/1.1\r\nno colon here\r\n\r\n",
+        ] {
             let response = one_response_then_close(&mut connect(addr), bad);
-            assert_eq!(response.status, 400, "{mode}: {:?}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                response.status,
+                400,
+                "{mode}: {:?}",
+                String::from_utf8_lossy(bad)
+            );
             assert_eq!(response.header("Connection"), Some("close"));
         }
 
@@ -48,14 +57,17 @@ fn http_errors_and_connection_rules_every_mode() {
         let mut stream = connect(addr);
         let mut reader = BufReader::new(stream.try_clone().unwrap());
         for _ in 0..3 {
-            stream.write_all(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n").unwrap();
+            stream
+                .write_all(b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+                .unwrap();
             let response = read_response(&mut reader, false);
             response.assert_ok(false);
             assert_eq!(response.header("Connection"), Some("keep-alive"));
         }
 
         // Pipelining: a body, 10 requests and a HEAD in one write, answered in order.
-        let mut batch = b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello".to_vec();
+        let mut batch =
+            b"POST /form HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello".to_vec();
         batch.extend(get("").repeat(10).into_bytes());
         batch.extend(b"HEAD / HTTP/1.1\r\nHost: x\r\n\r\n");
         stream.write_all(&batch).unwrap();
@@ -98,7 +110,9 @@ fn resetting_and_vanishing_clients_do_not_disturb_others_every_mode() {
             for i in 0..20 {
                 // Reset in the middle of a request.
                 let stream = connect(addr);
-                (&stream).write_all(if http { b"GET / HT" } else { b"partial" }).unwrap();
+                (&stream)
+                    .write_all(if http { b"GET / HT" } else { b"partial" })
+                    .unwrap();
                 if i % 2 == 0 {
                     thread::sleep(Duration::from_millis(1));
                 }
@@ -106,8 +120,14 @@ fn resetting_and_vanishing_clients_do_not_disturb_others_every_mode() {
                 drop(stream);
                 // Vanish while the server still has lots to write back.
                 let stream = connect(addr);
-                let flood = if http { get("").repeat(5000).into_bytes() } else { vec![b'z'; 1 << 20] };
-                stream.set_write_timeout(Some(Duration::from_millis(200))).unwrap();
+                let flood = if http {
+                    get("").repeat(5000).into_bytes()
+                } else {
+                    vec![b'z'; 1 << 20]
+                };
+                stream
+                    .set_write_timeout(Some(Duration::from_millis(200)))
+                    .unwrap();
                 let _ = (&stream).write(&flood);
                 reset_on_close(&stream);
                 drop(stream);
@@ -134,16 +154,33 @@ fn signal_exits_zero_promptly_with_clients_connected_every_mode() {
         }
         for _ in 0..5 {
             let stream = connect(addr);
-            stream.set_write_timeout(Some(Duration::from_millis(100))).unwrap();
+            stream
+                .set_write_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
             let _ = (&stream).write(&vec![b'w'; 4 << 20]);
             clients.push(stream);
         }
         thread::sleep(Duration::from_millis(100));
-        let signal = if i % 2 == 0 { libc::SIGTERM } else { libc::SIGINT };
+        let signal = if i % 2 == 0 {
+            libc::SIGTERM
+        } else {
+            libc::SIGINT
+        };
         let (status, took, stderr) = server.stop_with(signal, Duration::from_secs(3));
-        assert_eq!(status.code(), Some(0), "{mode}: exit status after signal {signal}; stderr: {stderr}");
-        assert!(took < Duration::from_secs(1), "{mode}: took {took:?} to exit");
-        assert_eq!(open_at_shutdown(&stderr), 25, "{mode}: connections closed at shutdown; stderr: {stderr}");
+        assert_eq!(
+            status.code(),
+            Some(0),
+            "{mode}: exit status after signal {signal}; stderr: {stderr}"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "{mode}: took {took:?} to exit"
+        );
+        assert_eq!(
+            open_at_shutdown(&stderr),
+            25,
+            "{mode}: connections closed at shutdown; stderr: {stderr}"
+        );
         for mut stream in clients {
             let mut sink = vec![0; 1 << 16];
             let deadline = Instant::now() + Duration::from_secs(2);
@@ -151,7 +188,10 @@ fn signal_exits_zero_promptly_with_clients_connected_every_mode() {
             loop {
                 match stream.read(&mut sink) {
                     Ok(0) | Err(_) => break,
-                    Ok(_) => assert!(Instant::now() < deadline, "{mode}: connection still open after exit"),
+                    Ok(_) => assert!(
+                        Instant::now() < deadline,
+                        "{mode}: connection still open after exit"
+                    ),
                 }
             }
         }
@@ -161,46 +201,84 @@ fn signal_exits_zero_promptly_with_clients_connected_every_mode() {
 #[test]
 fn mp_spreads_connections_across_workers() {
     let server = Server::start(&["--mode", "mp", "--workers", "4"]);
-    assert_eq!(worker_pids(&server.stderr()).len(), 4, "stderr: {}", server.stderr());
+    assert_eq!(
+        worker_pids(&server.stderr()).len(),
+        4,
+        "stderr: {}",
+        server.stderr()
+    );
     for i in 0..400 {
         echo_roundtrip(&mut connect(server.addr), &payload(10, i));
     }
     let stderr = server.stop();
     let accepts = worker_accepts(&stderr);
-    assert_eq!(accepts.len(), 4, "one summary line per worker expected; stderr:\n{stderr}");
-    assert_eq!(accepts.iter().map(|(_, n)| n).sum::<u64>(), 400, "stderr:\n{stderr}");
+    assert_eq!(
+        accepts.len(),
+        4,
+        "one summary line per worker expected; stderr:\n{stderr}"
+    );
+    assert_eq!(
+        accepts.iter().map(|(_, n)| n).sum::<u64>(),
+        400,
+        "stderr:\n{stderr}"
+    );
     for (worker, n) in &accepts {
-        assert!(*n > 0, "worker {worker} served no connection; stderr:\n{stderr}");
+        assert!(
+            *n > 0,
+            "worker {worker} served no connection; stderr:\n{stderr}"
+        );
     }
 }
 
 #[test]
 fn mp_reports_a_worker_that_died() {
     let server = Server::start(&["--mode", "mp", "--workers", "2"]);
-    let pids = worker_pids(&server.stderr());
+    let pids = server.wait_worker_pids(2);
     assert_eq!(pids.len(), 2, "stderr: {}", server.stderr());
     let (index, pid) = pids[1];
     // SAFETY: kill has no memory-safety preconditions.
     unsafe { libc::kill(pid, libc::SIGKILL) };
     let (status, _, stderr) = server.stop_with(0, Duration::from_secs(3));
-    assert_eq!(status.code(), Some(1), "parent exit status; stderr:\n{stderr}");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "parent exit status; stderr:\n{stderr}"
+    );
     let expected = format!("Error: worker {index} (pid {pid}) died: it was killed by signal 9");
-    assert!(stderr.contains(&expected), "expected {expected:?} in stderr:\n{stderr}");
+    assert!(
+        stderr.contains(&expected),
+        "expected {expected:?} in stderr:\n{stderr}"
+    );
 }
 
 #[test]
 fn cpus_pins_the_server_and_mp_workers() {
     for mode in ["et", "mp"] {
         let server = Server::start(&["--mode", mode, "--cpus", "0"]);
+        let workers = if mode == "mp" {
+            server.wait_worker_pids(1)
+        } else {
+            Vec::new()
+        };
         let mut pids = vec![server.pid()];
-        pids.extend(worker_pids(&server.stderr()).into_iter().map(|(_, pid)| pid));
+        pids.extend(workers.iter().map(|&(_, pid)| pid));
         for pid in pids {
             let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-            assert!(status.contains("Cpus_allowed_list:\t0\n"), "{mode}: pid {pid} not pinned to CPU 0:\n{status}");
+            assert!(
+                status.contains("Cpus_allowed_list:\t0\n"),
+                "{mode}: pid {pid} not pinned to CPU 0:\n{status}"
+            );
         }
         if mode == "mp" {
             // Default worker count: the CPUs the server may use.
-            assert_eq!(worker_pids(&server.stderr()).len(), 1);
+            // Give a (wrong) second worker line time to show up before counting.
+            thread::sleep(Duration::from_millis(50));
+            assert_eq!(
+                worker_pids(&server.stderr()).len(),
+                1,
+                "{}",
+                server.stderr()
+            );
         }
         server.stop();
     }
@@ -208,9 +286,18 @@ fn cpus_pins_the_server_and_mp_workers() {
 
 /// Runs the binary to completion and returns (exit code, stderr).
 fn run_cli(args: &[&str]) -> (Option<i32>, String) {
-    let output = Command::new(env!("CARGO_BIN_EXE_servers")).args(args).output().unwrap();
-    assert!(output.stdout.is_empty(), "{args:?}: nothing may go to stdout on error");
-    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+    let output = Command::new(env!("CARGO_BIN_EXE_servers"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.stdout.is_empty(),
+        "{args:?}: nothing may go to stdout on error"
+    );
+    (
+        output.status.code(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -231,19 +318,32 @@ fn bad_command_lines_get_one_error_line() {
     for args in usage_errors {
         let (code, stderr) = run_cli(args);
         assert_eq!(code, Some(2), "{args:?}: stderr {stderr}");
-        assert!(stderr.starts_with("Error: ") && stderr.lines().count() == 1, "{args:?}: stderr {stderr:?}");
+        assert!(
+            stderr.starts_with("Error: ") && stderr.lines().count() == 1,
+            "{args:?}: stderr {stderr:?}"
+        );
     }
 
     let (code, stderr) = run_cli(&["--mode", "et", "--cpus", "1000"]);
     assert_eq!(code, Some(1));
-    assert!(stderr.starts_with("Error: --cpus 1000") && stderr.lines().count() == 1, "{stderr:?}");
+    assert!(
+        stderr.starts_with("Error: --cpus 1000") && stderr.lines().count() == 1,
+        "{stderr:?}"
+    );
 
     let server = Server::start(&["--mode", "et"]);
     let port = server.addr.port().to_string();
     for mode in ["et", "mp"] {
         let (code, stderr) = run_cli(&["--mode", mode, "--port", &port]);
-        assert_eq!(code, Some(1), "{mode}: second server on a busy port; stderr {stderr}");
-        assert!(stderr.starts_with("Error: cannot bind") && stderr.lines().count() == 1, "{mode}: {stderr:?}");
+        assert_eq!(
+            code,
+            Some(1),
+            "{mode}: second server on a busy port; stderr {stderr}"
+        );
+        assert!(
+            stderr.starts_with("Error: cannot bind") && stderr.lines().count() == 1,
+            "{mode}: {stderr:?}"
+        );
     }
     server.stop();
 }

@@ -14,7 +14,8 @@ pub const MAX_HEADER_BYTES: usize = 8 * 1024;
 /// The body of every `200 OK`.
 pub const BODY: &[u8] = b"Hello, world!\n";
 
-const OK_HEAD_KEEP_ALIVE_11: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\r\n";
+const OK_HEAD_KEEP_ALIVE_11: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\n\r\n";
 const OK_HEAD_KEEP_ALIVE_10: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 14\r\nConnection: keep-alive\r\n\r\n";
 const OK_HEAD_CLOSE: &[u8] =
@@ -108,14 +109,20 @@ fn reject(conn: &mut Conn, response: &[u8]) {
 /// RFC 9110 token characters (method and header names).
 fn is_token(bytes: &[u8]) -> bool {
     !bytes.is_empty()
-        && bytes.iter().all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+        && bytes
+            .iter()
+            .all(|&b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 /// Parses the request head at the start of `buf`.
 pub fn parse_head(buf: &[u8]) -> Parsed {
     let window = &buf[..buf.len().min(MAX_HEADER_BYTES)];
     let Some(end) = window.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if buf.len() >= MAX_HEADER_BYTES { Parsed::TooLarge } else { Parsed::Incomplete };
+        return if buf.len() >= MAX_HEADER_BYTES {
+            Parsed::TooLarge
+        } else {
+            Parsed::Incomplete
+        };
     };
     // Every line of the head, each ending in CRLF (the final empty line excluded).
     let mut rest = &buf[..end + 2];
@@ -123,7 +130,9 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         if rest.is_empty() {
             return None;
         }
-        let Some(lf) = rest.iter().position(|&b| b == b'\n') else { return Some(Err(())) };
+        let Some(lf) = rest.iter().position(|&b| b == b'\n') else {
+            return Some(Err(()));
+        };
         let line = &rest[..lf];
         rest = &rest[lf + 1..];
         // A bare LF or CR inside the head is malformed.
@@ -133,9 +142,12 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
         }
     };
 
-    let Some(Ok(request_line)) = next_line() else { return Parsed::Malformed };
+    let Some(Ok(request_line)) = next_line() else {
+        return Parsed::Malformed;
+    };
     let mut parts = request_line.split(|&b| b == b' ');
-    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Parsed::Malformed;
     };
@@ -151,9 +163,13 @@ pub fn parse_head(buf: &[u8]) -> Parsed {
     let (mut close, mut keep_alive_token) = (false, false);
     let mut content_length: Option<u64> = None;
     while let Some(line) = next_line() {
-        let Ok(line) = line else { return Parsed::Malformed };
+        let Ok(line) = line else {
+            return Parsed::Malformed;
+        };
         // No colon also covers obsolete line folding (a continuation line).
-        let Some(colon) = line.iter().position(|&b| b == b':') else { return Parsed::Malformed };
+        let Some(colon) = line.iter().position(|&b| b == b':') else {
+            return Parsed::Malformed;
+        };
         let (name, value) = (&line[..colon], line[colon + 1..].trim_ascii());
         if !is_token(name) || value.contains(&0) {
             return Parsed::Malformed;
@@ -194,7 +210,10 @@ mod tests {
     fn head(buf: &[u8]) -> RequestHead {
         match parse_head(buf) {
             Parsed::Complete(head) => head,
-            other => panic!("expected a complete head for {:?}, got {other:?}", String::from_utf8_lossy(buf)),
+            other => panic!(
+                "expected a complete head for {:?}, got {other:?}",
+                String::from_utf8_lossy(buf)
+            ),
         }
     }
 
@@ -210,9 +229,18 @@ mod tests {
     fn malformed_and_oversized() {
         assert_eq!(parse_head(b"garbage\r\n\r\n"), Parsed::Malformed);
         assert_eq!(parse_head(b"GET / HTTP/2.0\r\n\r\n"), Parsed::Malformed);
-        assert_eq!(parse_head(b"GET / HTTP/1.1\r\nno colon\r\n\r\n"), Parsed::Malformed);
-        assert_eq!(parse_head(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"), Parsed::Malformed);
-        assert_eq!(parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n"), Parsed::Incomplete);
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nno colon\r\n\r\n"),
+            Parsed::Malformed
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nContent-Length: x\r\n\r\n"),
+            Parsed::Malformed
+        );
+        assert_eq!(
+            parse_head(b"GET / HTTP/1.1\r\nHost: x\r\n"),
+            Parsed::Incomplete
+        );
         assert_eq!(parse_head(&vec![b'a'; MAX_HEADER_BYTES]), Parsed::TooLarge);
     }
 
