@@ -233,7 +233,9 @@ mod programs {
             return 0;
         };
         // SAFETY: the map value is an 8-byte aligned u64 that lives as long as the map.
-        let taken = unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::Relaxed }>(next, 1) };
+        // SeqCst on purpose: LLVM lowers a Relaxed add to BPF's plain XADD, which returns the
+        // operand instead of the old value (seen with LLVM 22; the kernel test for forks caught it).
+        let taken = unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::SeqCst }>(next, 1) };
         let mut index = (u64::from(FIRST_FORKED_PROCESS) + taken).min(u64::from(OVERFLOW_PROCESS)) as u32;
         if index >= OVERFLOW_PROCESS {
             index = OVERFLOW_PROCESS;

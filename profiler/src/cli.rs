@@ -28,9 +28,52 @@ EXAMPLES:
 pub enum Command {
     /// Time the syscalls of running processes (and their children), or of a command.
     Attach(AttachArgs),
+    /// Core-to-core round-trip latency of the ways two threads can talk.
+    C2c(C2cArgs),
     /// Measure the profiler itself.
     #[command(subcommand)]
     Bench(BenchCommand),
+}
+
+/// `profiler c2c` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler c2c                                  # every mechanism, two CPUs picked for you
+    profiler c2c --cpus 0,1 --round-trips 100000
+    profiler c2c --mechanisms pipe,eventfd,unix-socket")]
+pub struct C2cArgs {
+    /// The two CPUs, as A,B (A starts each round trip).
+    #[arg(long, value_parser = parse_cpu_pair)]
+    pub cpus: Option<(usize, usize)>,
+    /// Round trips per mechanism.
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub round_trips: u64,
+    /// Mechanisms, comma-separated, or `all`: spin-false-sharing, spin-aligned, spsc-ring,
+    /// mutex-condvar, unix-socket, pipe, eventfd, rdma.
+    #[arg(long, default_value = "all")]
+    pub mechanisms: String,
+    /// Upper bound on each mechanism's run.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub time_limit: Duration,
+    /// Don't load the kernel programs (no syscall columns; no root needed).
+    #[arg(long)]
+    pub no_syscalls: bool,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Parses `A,B` into two CPU numbers.
+pub fn parse_cpu_pair(s: &str) -> Result<(usize, usize), String> {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    match parts.as_slice() {
+        [a, b] => match (a.parse(), b.parse()) {
+            (Ok(a), Ok(b)) if a != b => Ok((a, b)),
+            (Ok(_), Ok(_)) => Err(format!("'{s}' names one CPU twice: give two different CPUs, e.g. 0,1")),
+            _ => Err(format!("'{s}' is not two CPU numbers: use A,B such as 0,1")),
+        },
+        _ => Err(format!("'{s}' is not two CPU numbers: use A,B such as 0,1")),
+    }
 }
 
 /// `profiler attach` options.

@@ -6,10 +6,12 @@
 //! - [`attach`]: `profiler attach`.
 //! - [`report`]: tables and histograms.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.
+//! - [`c2c`]: `profiler c2c`, core-to-core latency of the ways two threads can talk.
 
 pub mod attach;
 pub mod bench;
 pub mod bpf;
+pub mod c2c;
 pub mod cli;
 pub mod error;
 pub mod report;

@@ -8,7 +8,8 @@ use profiler::{
     attach::{self, AttachOptions},
     bench,
     bpf::{DEFAULT_SYSCALLS, Syscall},
-    cli::{BenchCommand, Cli, Command},
+    c2c::{self, C2cOptions, Mechanism, SyscallTimer, kernel_timer::KernelSyscallTimer},
+    cli::{BenchCommand, C2cArgs, Cli, Command},
 };
 
 fn main() -> ExitCode {
@@ -52,6 +53,10 @@ fn run(cli: Cli) -> Result<i32> {
             };
             attach::run(&options)
         }
+        Command::C2c(args) => {
+            run_c2c(&args)?;
+            Ok(0)
+        }
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;
             Ok(0)
@@ -64,4 +69,31 @@ fn resolve(names: &[String]) -> Result<Vec<Syscall>> {
     profiler::bpf::environment::check_privileges()?;
     profiler::bpf::environment::ensure_tracefs()?;
     Ok(Syscall::resolve_list(names)?)
+}
+
+fn run_c2c(args: &C2cArgs) -> Result<()> {
+    let options = C2cOptions {
+        cpus: args.cpus,
+        round_trips: args.round_trips,
+        mechanisms: Mechanism::parse_list(&args.mechanisms)?,
+        time_limit: args.time_limit,
+    };
+    let mut timer = if args.no_syscalls {
+        None
+    } else {
+        match KernelSyscallTimer::new() {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("note: no syscall columns ({e}); pass --no-syscalls to silence this");
+                None
+            }
+        }
+    };
+    let report = c2c::run(&options, timer.as_mut().map(|t| t as &mut dyn SyscallTimer))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(())
 }

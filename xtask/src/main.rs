@@ -1,1 +1,305 @@
-fn main() {}
+//! `cargo xtask setup | build-ebpf | run | test`: how syscall-profiler is built, run and tested.
+
+use std::{
+    env,
+    ffi::OsString,
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, ExitCode, Stdio},
+};
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, Subcommand};
+
+/// The bpf-linker release that works with the preinstalled nightly (see docs/TOOLCHAIN.md).
+const BPF_LINKER_VERSION: &str = "0.13.0";
+const NIGHTLY: &str = "nightly";
+/// Debian packages the test suite drives: load generators, peers and real consumers of exports.
+const TEST_PACKAGES: &[(&str, &str)] = &[
+    ("wrk", "wrk"),
+    ("ab", "apache2-utils"),
+    ("nginx", "nginx-light"),
+    ("bpftrace", "bpftrace"),
+    ("strace", "strace"),
+    ("promtool", "prometheus"),
+];
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "Build, run and test syscall-profiler")]
+struct Cli {
+    #[command(subcommand)]
+    command: Task,
+}
+
+#[derive(Subcommand)]
+enum Task {
+    /// Install what building the kernel programs needs (idempotent; says what it did).
+    Setup {
+        /// Also install the Debian packages the test suite uses.
+        #[arg(long)]
+        test_deps: bool,
+    },
+    /// Build the kernel programs alone and print where the object is.
+    BuildEbpf,
+    /// Build everything (release) and run `profiler ARGS` as root; no ARGS runs the default
+    /// experiment (`profiler run`).
+    Run {
+        /// Arguments for `profiler`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+    /// The whole suite: formatting, lints, unit tests and the BPF tests against the real kernel.
+    Test {
+        /// Extra arguments for `cargo test` (e.g. a test name filter).
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(code) => code,
+        Err(error) => {
+            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
+            eprintln!("Error: {}", chain.join(": "));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Task::Setup { test_deps } => {
+            setup()?;
+            if test_deps {
+                install_test_packages()?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::BuildEbpf => {
+            setup()?;
+            build_ebpf()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::Run { args } => {
+            setup()?;
+            cargo(&["build", "--release", "-p", "profiler", "-p", "servers"])?;
+            let profiler = root().join("target/release/profiler");
+            let args = if args.is_empty() { vec!["run".to_owned()] } else { args };
+            run_as_root(&profiler, &args)
+        }
+        Task::Test { args } => {
+            require_root("the test suite loads eBPF programs into the kernel")?;
+            setup()?;
+            install_test_packages()?;
+            cargo(&["fmt", "--all", "--check"])?;
+            cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
+            let mut test = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
+            test.extend(args);
+            let refs: Vec<&str> = test.iter().map(String::as_str).collect();
+            cargo(&refs)?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc_geteuid() == 0 }
+}
+
+unsafe extern "C" {
+    #[link_name = "geteuid"]
+    fn libc_geteuid() -> u32;
+}
+
+fn require_root(why: &str) -> Result<()> {
+    if !is_root() {
+        bail!("{why}, which needs root: run `sudo -E cargo xtask ...` (or as root)");
+    }
+    Ok(())
+}
+
+/// Runs `cargo ARGS` in the workspace root and fails if it fails.
+fn cargo(args: &[&str]) -> Result<()> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !status.success() {
+        bail!("`cargo {}` failed ({status})", args.join(" "));
+    }
+    Ok(())
+}
+
+fn output(program: &str, args: &[&str]) -> Option<String> {
+    let out = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Installs only what is missing: the nightly's rust-src, and bpf-linker built against the
+/// nightly's own libLLVM.
+fn setup() -> Result<()> {
+    let version = output("rustup", &["run", NIGHTLY, "rustc", "-vV"]).with_context(|| {
+        format!("the `{NIGHTLY}` Rust toolchain is missing: install it with `rustup toolchain install {NIGHTLY}` (the eBPF crate needs it)")
+    })?;
+    let sysroot = PathBuf::from(
+        output("rustup", &["run", NIGHTLY, "rustc", "--print", "sysroot"]).context("nightly sysroot")?.trim(),
+    );
+    ensure_rust_src(&sysroot)?;
+    ensure_bpf_linker(&version, &sysroot)?;
+    Ok(())
+}
+
+fn ensure_rust_src(sysroot: &Path) -> Result<()> {
+    let library = sysroot.join("lib/rustlib/src/rust/library/core");
+    if library.is_dir() {
+        return Ok(());
+    }
+    eprintln!("setup: adding rust-src to the {NIGHTLY} toolchain");
+    let added = Command::new("rustup")
+        .args(["component", "add", "rust-src", "--toolchain", NIGHTLY])
+        .status()
+        .is_ok_and(|s| s.success());
+    if added && library.is_dir() {
+        return Ok(());
+    }
+    // The measured fallback: the same component as a tarball in the team's shared folder.
+    let tarball = root().join("../shared/toolchain/rust-src-nightly.tar.xz");
+    if !tarball.is_file() {
+        bail!("rust-src could not be added to {NIGHTLY} and {} is missing", tarball.display());
+    }
+    eprintln!("setup: rustup could not add rust-src; unpacking {}", tarball.display());
+    let dest = sysroot.join("lib/rustlib");
+    let status = Command::new("tar")
+        .arg("-xJf")
+        .arg(&tarball)
+        .arg("-C")
+        .arg(&dest)
+        .status()
+        .context("running tar")?;
+    if !status.success() || !library.is_dir() {
+        bail!("unpacking {} into {} failed", tarball.display(), dest.display());
+    }
+    Ok(())
+}
+
+fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
+    let installed = output("rustup", &["run", NIGHTLY, "bpf-linker", "--version"]);
+    if installed.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+        return Ok(());
+    }
+    // "LLVM version: 22.1.4" → 22; the library is the nightly's own libLLVM.so.22.1-rust-...
+    let llvm_major = rustc_version
+        .lines()
+        .find_map(|l| l.strip_prefix("LLVM version:"))
+        .and_then(|v| v.trim().split('.').next())
+        .and_then(|m| m.parse::<u32>().ok())
+        .context("`rustc +nightly -vV` does not say its LLVM version")?;
+    let lib_dir = sysroot.join("lib");
+    let library = fs::read_dir(&lib_dir)
+        .with_context(|| format!("reading {}", lib_dir.display()))?
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(&format!("libLLVM.so.{llvm_major}.")) || n.starts_with(&format!("libLLVM-{llvm_major}")))
+        .min_by_key(|n| usize::from(!n.starts_with("libLLVM.so.")))
+        .with_context(|| format!("no libLLVM for LLVM {llvm_major} in {}", lib_dir.display()))?;
+    let prefix = cargo_home().join("bpf-linker-llvm");
+    fs::create_dir_all(prefix.join("lib"))?;
+    let link = prefix.join("lib/libLLVM.so");
+    let _ = fs::remove_file(&link);
+    std::os::unix::fs::symlink(lib_dir.join(&library), &link)
+        .with_context(|| format!("linking {}", link.display()))?;
+    eprintln!(
+        "setup: building bpf-linker {BPF_LINKER_VERSION} against the {NIGHTLY} toolchain's {library} (about a minute)"
+    );
+    // rpath: bpf-linker then finds the nightly's libLLVM without rustup's LD_LIBRARY_PATH.
+    let rustflags = format!("-C link-arg=-Wl,-rpath,{}", lib_dir.display());
+    let status = Command::new("cargo")
+        .args(["install", &format!("bpf-linker@{BPF_LINKER_VERSION}")])
+        .args(["--no-default-features", "--features", &format!("llvm-{llvm_major}")])
+        .env("LLVM_PREFIX", &prefix)
+        .env("RUSTFLAGS", rustflags)
+        .env_remove("CARGO_TARGET_DIR")
+        .status()
+        .context("running cargo install bpf-linker")?;
+    if !status.success() {
+        bail!("`cargo install bpf-linker@{BPF_LINKER_VERSION}` failed ({status}); bpf-linker offers llvm-21..23 and the nightly has LLVM {llvm_major}");
+    }
+    if output("rustup", &["run", NIGHTLY, "bpf-linker", "--version"]).is_none() {
+        bail!("bpf-linker was installed but does not run; check `rustup run {NIGHTLY} bpf-linker --version`");
+    }
+    Ok(())
+}
+
+fn cargo_home() -> PathBuf {
+    env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .unwrap_or_else(|| PathBuf::from("/root/.cargo"))
+}
+
+fn on_path(program: &str) -> bool {
+    env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| d.join(program).is_file()))
+        || Path::new("/usr/sbin").join(program).is_file()
+}
+
+fn install_test_packages() -> Result<()> {
+    let missing: Vec<&str> =
+        TEST_PACKAGES.iter().filter(|(program, _)| !on_path(program)).map(|(_, package)| *package).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    require_root(&format!("installing the test tools ({})", missing.join(" ")))?;
+    eprintln!("setup: apt-get install {}", missing.join(" "));
+    let update = Command::new("apt-get").args(["update", "-q"]).status().context("running apt-get")?;
+    if !update.success() {
+        bail!("apt-get update failed ({update})");
+    }
+    let status = Command::new("apt-get")
+        .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&missing)
+        .env("DEBIAN_FRONTEND", "noninteractive")
+        .status()
+        .context("running apt-get install")?;
+    if !status.success() {
+        bail!("apt-get install {} failed ({status})", missing.join(" "));
+    }
+    Ok(())
+}
+
+fn build_ebpf() -> Result<()> {
+    // The same build as profiler/build.rs, visible on its own.
+    cargo(&["build", "-p", "profiler"])?;
+    let out = root().join("target/debug/build");
+    let object = fs::read_dir(&out)?
+        .flatten()
+        .map(|e| e.path().join("out/profiler-ebpf.o"))
+        .filter(|p| p.is_file())
+        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok())
+        .context("profiler-ebpf.o not found after the build")?;
+    println!("{}", object.display());
+    Ok(())
+}
+
+/// Runs `program args` with root privileges: directly as root, else through sudo.
+fn run_as_root(program: &Path, args: &[String]) -> Result<ExitCode> {
+    let mut command = if is_root() {
+        Command::new(program)
+    } else if on_path("sudo") {
+        eprintln!("profiler needs root to load eBPF programs: running it through sudo");
+        let mut c = Command::new("sudo");
+        c.arg("--preserve-env=PATH").arg(program);
+        c
+    } else {
+        bail!("profiler needs root to load eBPF programs and sudo is not installed: run `cargo xtask run` as root");
+    };
+    let status = command.args(args.iter().map(OsString::from)).status().context("running profiler")?;
+    Ok(ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)))
+}

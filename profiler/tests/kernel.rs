@@ -1,0 +1,287 @@
+//! The kernel programs loaded into the real kernel (needs root, as in CI): one behaviour per test.
+//!
+//! Workloads run in forked children that stop themselves before their first timed syscall, so a
+//! test knows exactly which calls they make: nothing from a runtime or the test harness.
+
+use std::{
+    sync::{Mutex, MutexGuard},
+    time::Duration,
+};
+
+use profiler::{
+    bpf::{Session, SessionConfig, Syscall, Target},
+    stats::Snapshot,
+};
+use profiler_common::ErrnoClass;
+
+/// Kernel tests run one at a time: the timing tests must not share two CPUs with a busy sibling.
+static KERNEL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A forked child, stopped (SIGSTOP) before it runs `work`.
+#[derive(Clone, Copy)]
+struct Child {
+    pid: i32,
+}
+
+impl Child {
+    /// Forks; the child stops itself, then runs `work` (libc calls only) and exits 0.
+    fn stopped(work: impl FnOnce()) -> Self {
+        // SAFETY: the child runs only raw libc calls and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::raise(libc::SIGSTOP);
+                work();
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        assert!(rc == pid && libc::WIFSTOPPED(status), "child did not stop");
+        Self { pid }
+    }
+
+    fn pid(&self) -> u32 {
+        self.pid as u32
+    }
+
+    fn resume(&self) {
+        // SAFETY: our own child.
+        assert_eq!(unsafe { libc::kill(self.pid, libc::SIGCONT) }, 0);
+    }
+
+    /// Waits for the exit and asserts it was clean.
+    fn join(self) {
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    }
+}
+
+fn session(syscalls: &[&str], target: Target) -> Session {
+    let syscalls = Syscall::resolve_list(syscalls).expect("syscall names resolve");
+    Session::start(&SessionConfig { syscalls, target, noop: false })
+        .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
+}
+
+fn snapshot(session: &Session) -> Snapshot {
+    session.snapshot().expect("reading the maps")
+}
+
+/// dup()+close() `n` times: exactly `n` close calls.
+fn close_dups(n: u64) {
+    for _ in 0..n {
+        // SAFETY: dup of stdin's descriptor (or a failing dup, whose -1 close also counts).
+        unsafe { libc::close(libc::dup(0)) };
+    }
+}
+
+#[test]
+fn counts_every_close_exactly_with_nothing_dropped() {
+    let _serial = serial();
+    const N: u64 = 100_000;
+    let mut session = session(&["close"], Target::Processes(vec![]));
+    let child = Child::stopped(|| close_dups(N));
+    session.track(child.pid()).unwrap();
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.calls, N, "close calls");
+    assert_eq!(close.dropped, 0, "exits without entry");
+    assert_eq!(snap.dropped.lost(), 0, "dropped events: {:?}", snap.dropped);
+    assert_eq!(close.latency.total(), N, "histogram holds every call");
+    assert!(close.min_ns > 0 && close.min_ns <= close.max_ns);
+    assert!(close.total_ns >= close.min_ns * N && close.total_ns <= close.max_ns * N);
+}
+
+#[test]
+fn untracked_process_adds_nothing() {
+    let _serial = serial();
+    const N: u64 = 20_000;
+    let mut session = session(&["close"], Target::Processes(vec![]));
+    let tracked = Child::stopped(|| close_dups(N));
+    let other = Child::stopped(|| close_dups(3 * N));
+    session.track(tracked.pid()).unwrap();
+    other.resume();
+    tracked.resume();
+    tracked.join();
+    other.join();
+    let snap = snapshot(&session);
+    assert_eq!(snap.syscall("close").unwrap().calls, N);
+    assert!(snap.process(other.pid()).is_none(), "untracked pid appears: {:?}", snap.processes);
+}
+
+#[test]
+fn forked_children_are_followed_and_counted_under_their_own_pid() {
+    let _serial = serial();
+    const PARENT_CLOSES: u64 = 300;
+    const CHILD_CLOSES: u64 = 700;
+    let mut pipe = [0; 2];
+    // SAFETY: a valid array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let mut session = session(&["close"], Target::Processes(vec![]));
+    let parent = Child::stopped(move || {
+        // SAFETY: libc calls only; the grandchild reports nothing but exits.
+        unsafe {
+            let grandchild = libc::fork();
+            if grandchild == 0 {
+                close_dups(CHILD_CLOSES);
+                libc::_exit(0);
+            }
+            libc::write(pipe[1], (&raw const grandchild).cast(), 4);
+            libc::waitpid(grandchild, std::ptr::null_mut(), 0);
+            close_dups(PARENT_CLOSES);
+        }
+    });
+    session.track(parent.pid()).unwrap();
+    parent.resume();
+    let mut grandchild: i32 = 0;
+    // SAFETY: reading 4 bytes into an i32.
+    assert_eq!(unsafe { libc::read(pipe[0], (&raw mut grandchild).cast(), 4) }, 4);
+    parent.join();
+    let snap = snapshot(&session);
+    let count = |pid: u32| snap.process(pid).map_or(0, |p| p.syscalls[0].calls);
+    assert_eq!(count(parent.pid()), PARENT_CLOSES);
+    assert_eq!(count(grandchild as u32), CHILD_CLOSES, "processes: {:?}", snap.processes);
+    assert_eq!(snap.syscall("close").unwrap().calls, PARENT_CLOSES + CHILD_CLOSES);
+    assert!(session.tracked_pids().unwrap().contains(&(grandchild as u32)));
+}
+
+#[test]
+fn pipe_read_waiting_20ms_measures_20ms() {
+    let _serial = serial();
+    const READS: usize = 25;
+    let mut pipe = [0; 2];
+    // SAFETY: a valid array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let mut session = session(&["read"], Target::Processes(vec![]));
+    let reader = Child::stopped(move || {
+        let mut byte = 0u8;
+        for _ in 0..READS {
+            // SAFETY: a blocking one-byte read into a local.
+            unsafe { libc::read(pipe[0], (&raw mut byte).cast(), 1) };
+        }
+    });
+    session.track(reader.pid()).unwrap();
+    reader.resume();
+    for _ in 0..READS {
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: writing one byte from a local.
+        unsafe { libc::write(pipe[1], b"x".as_ptr().cast(), 1) };
+    }
+    reader.join();
+    let snap = snapshot(&session);
+    let read = snap.syscall("read").unwrap();
+    assert_eq!(read.calls, READS as u64);
+    let p50 = read.latency.value_at_quantile(0.5);
+    assert!(p50.abs_diff(20_000_000) <= 1_000_000, "p50 {p50} ns is not 20 ms ± 1 ms");
+}
+
+#[test]
+fn epoll_wait_timeout_on_empty_set_measures_10ms_and_no_events() {
+    let _serial = serial();
+    const WAITS: u64 = 20;
+    let session = {
+        let mut s = session(&["epoll_wait", "epoll_pwait"], Target::Processes(vec![]));
+        let child = Child::stopped(|| {
+            // SAFETY: an epoll instance with nothing registered, waited on with a 10 ms timeout.
+            unsafe {
+                let epfd = libc::epoll_create1(0);
+                let mut events = [libc::epoll_event { events: 0, u64: 0 }; 8];
+                for _ in 0..WAITS {
+                    libc::epoll_wait(epfd, events.as_mut_ptr(), 8, 10);
+                }
+            }
+        });
+        s.track(child.pid()).unwrap();
+        child.resume();
+        child.join();
+        s
+    };
+    let snap = snapshot(&session);
+    let calls: Vec<_> = snap.syscalls.iter().filter(|s| s.calls > 0).collect();
+    assert_eq!(calls.len(), 1, "one of epoll_wait/epoll_pwait carries the calls: {calls:?}");
+    let wait = calls[0];
+    assert_eq!(wait.calls, WAITS);
+    let p50 = wait.latency.value_at_quantile(0.5);
+    assert!((10_000_000..=11_500_000).contains(&p50), "p50 {p50} ns is not ≈ 10 ms");
+    let events = wait.events.as_ref().expect("epoll syscalls histogram their events");
+    assert_eq!(events.total(), WAITS);
+    assert_eq!(events.value_at_quantile(1.0), 0, "an empty set returns 0 events");
+}
+
+#[test]
+fn errors_are_classified_by_errno() {
+    let _serial = serial();
+    const TRIES: u64 = 50;
+    let mut session = session(&["accept4", "close"], Target::Processes(vec![]));
+    let child = Child::stopped(|| {
+        // SAFETY: a non-blocking listening socket with no connection: every accept is EAGAIN.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_NONBLOCK, 0);
+            let addr = libc::sockaddr_in {
+                sin_family: libc::AF_INET as u16,
+                sin_port: 0,
+                sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
+                sin_zero: [0; 8],
+            };
+            libc::bind(fd, (&raw const addr).cast(), size_of::<libc::sockaddr_in>() as u32);
+            libc::listen(fd, 16);
+            for _ in 0..TRIES {
+                libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), 0);
+            }
+            libc::close(1000); // EBADF
+        }
+    });
+    session.track(child.pid()).unwrap();
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    let accept = snap.syscall("accept4").unwrap();
+    assert_eq!(accept.calls, TRIES);
+    assert_eq!(accept.errors.get(ErrnoClass::Again), TRIES);
+    assert_eq!(accept.errors.top(), Some((ErrnoClass::Again, TRIES)));
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.errors.get(ErrnoClass::BadFd), 1);
+}
+
+#[test]
+fn trace_all_sees_processes_nobody_named() {
+    let _serial = serial();
+    const N: u64 = 5_000;
+    let session = session(&["close"], Target::All);
+    let child = Child::stopped(|| close_dups(N));
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    assert!(snap.syscall("close").unwrap().calls >= N);
+}
+
+#[test]
+fn unknown_syscall_name_is_refused_with_valid_names() {
+    let _serial = serial();
+    let _ = session(&["close"], Target::All); // makes sure tracefs is mounted
+    let err = Syscall::resolve("clsoe").unwrap_err().to_string();
+    assert!(err.contains("unknown syscall 'clsoe'"), "{err}");
+    assert!(err.contains("close"), "suggests the valid name: {err}");
+}
+
+#[test]
+fn nonexistent_pid_is_refused() {
+    let _serial = serial();
+    let syscalls = Syscall::resolve_list(&["close"]).unwrap();
+    let err = Session::start(&SessionConfig { syscalls, target: Target::Processes(vec![999_999_999]), noop: false })
+        .err()
+        .expect("a pid that does not exist is an error")
+        .to_string();
+    assert!(err.contains("no process with pid 999999999"), "{err}");
+}
