@@ -4,6 +4,7 @@
 //! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
 //! - [`stats`]: the merged measurements every report and export reads.
 //! - [`attach`]: `profiler attach`.
+//! - [`loadgen`]: the tokio load generator `profiler run` drives servers with.
 //! - [`report`]: tables and histograms.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.
 //! - [`c2c`]: `profiler c2c`, core-to-core latency of the ways two threads can talk.
@@ -14,5 +15,6 @@ pub mod bpf;
 pub mod c2c;
 pub mod cli;
 pub mod error;
+pub mod loadgen;
 pub mod report;
 pub mod stats;

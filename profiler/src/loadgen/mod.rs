@@ -1,0 +1,164 @@
+//! The load generator: drives a server with short-connection echo, keep-alive echo or HTTP
+//! keep-alive traffic and measures per-request latency in HDR histograms.
+//!
+//! [`run`] is synchronous. Inside, one current-thread tokio runtime runs per client CPU, each on
+//! its own OS thread (pinned when [`LoadSpec::client_cpus`] is given) with its share of the
+//! clients; each runtime keeps its own histograms and counters, merged once at the end, so the
+//! generator adds no cross-thread traffic per request beyond one shared ticket counter.
+//!
+//! ```no_run
+//! use profiler::loadgen::{self, LoadSpec, Stop, Workload};
+//!
+//! let mut spec = LoadSpec::new("127.0.0.1:8080".parse()?, Workload::ShortEcho);
+//! spec.concurrency = 10;
+//! spec.stop = Stop::Requests(10_000);
+//! let report = loadgen::run(&spec)?;
+//! println!("{:.0} req/s, p99 {} ns, errors: {}", report.qps(),
+//!     report.latency.value_at_quantile(0.99), report.errors);
+//! # Ok::<(), anyhow::Error>(())
+//! ```
+
+mod engine;
+mod errors;
+mod http;
+mod stats;
+mod workload;
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, atomic::AtomicU64},
+    time::Duration,
+};
+
+use hdrhistogram::Histogram;
+
+pub use self::{
+    errors::{ErrorCounts, RequestErrorKind, SpecError},
+    workload::{HTTP_REQUEST, ParseWorkloadError, Workload},
+};
+
+/// Default payload of the echo workloads, in bytes.
+pub const DEFAULT_PAYLOAD: usize = 64;
+/// Default per-request timeout.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// When a load run ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// After exactly this many requests over all clients (completed ok plus failed).
+    Requests(u64),
+    /// After this much time; requests still in flight then are counted neither ok nor failed.
+    Duration(Duration),
+}
+
+/// Everything that defines one load run.
+#[derive(Debug, Clone)]
+pub struct LoadSpec {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Kind of traffic.
+    pub workload: Workload,
+    /// Concurrent clients, each with at most one request in flight (1 = serial).
+    pub concurrency: usize,
+    /// When to stop.
+    pub stop: Stop,
+    /// Echo payload in bytes (ignored by HTTP).
+    pub payload: usize,
+    /// Open loop at this many requests per second over all clients (each client sends at fixed
+    /// intervals of `concurrency / rate`); `None` = closed loop, as fast as answers come.
+    pub rate: Option<f64>,
+    /// CPUs for the client threads, one runtime per entry, clients split round-robin across
+    /// them; empty = one unpinned runtime.
+    pub client_cpus: Vec<usize>,
+    /// Per-request limit, connect included; a request over it counts as a timeout.
+    pub timeout: Duration,
+    /// Incremented once per finished request (ok or failed), e.g. for a progress bar.
+    pub progress: Option<Arc<AtomicU64>>,
+}
+
+impl LoadSpec {
+    /// A serial run of 1000 requests with the default payload and timeout, unpinned.
+    pub fn new(addr: SocketAddr, workload: Workload) -> Self {
+        LoadSpec {
+            addr,
+            workload,
+            concurrency: 1,
+            stop: Stop::Requests(1000),
+            payload: DEFAULT_PAYLOAD,
+            rate: None,
+            client_cpus: Vec::new(),
+            timeout: DEFAULT_TIMEOUT,
+            progress: None,
+        }
+    }
+
+    /// Checks the values [`run`] cannot work with.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.concurrency == 0 {
+            return Err(SpecError::ZeroConcurrency);
+        }
+        if self.payload == 0 && self.workload.is_echo() {
+            return Err(SpecError::ZeroPayload);
+        }
+        if let Some(rate) = self.rate
+            && !(rate.is_finite() && rate > 0.0)
+        {
+            return Err(SpecError::BadRate(rate));
+        }
+        if self.timeout.is_zero() {
+            return Err(SpecError::ZeroTimeout);
+        }
+        if let Some(&cpu) = self
+            .client_cpus
+            .iter()
+            .find(|&&c| c >= libc::CPU_SETSIZE as usize)
+        {
+            return Err(SpecError::CpuOutOfRange(cpu));
+        }
+        Ok(())
+    }
+}
+
+/// What a load run measured.
+#[derive(Debug, Clone)]
+pub struct LoadReport {
+    /// Requests that completed correctly.
+    pub requests: u64,
+    /// From the first client's start to the last client's end.
+    pub elapsed: Duration,
+    /// Latency of correct requests in ns (3 significant digits), from send (for short
+    /// connections: from just before connect()) to the last byte of the answer.
+    pub latency: Histogram<u64>,
+    /// Open loop only: latency from each request's intended send time (wrk2's coordinated
+    /// omission correction), in ns.
+    pub corrected_latency: Option<Histogram<u64>>,
+    /// Short connections only: connect() time of correct requests, in ns.
+    pub connect_latency: Option<Histogram<u64>>,
+    /// Failed requests by kind.
+    pub errors: ErrorCounts,
+}
+
+impl LoadReport {
+    /// Correct requests per second of elapsed time.
+    pub fn qps(&self) -> f64 {
+        let secs = self.elapsed.as_secs_f64();
+        if secs > 0.0 {
+            self.requests as f64 / secs
+        } else {
+            0.0
+        }
+    }
+}
+
+/// Runs the load described by `spec` against its server and returns the measurements.
+///
+/// Blocks the calling thread until the run ends. Failed requests are counted in
+/// [`LoadReport::errors`], not returned; an `Err` means the run could not take place (invalid
+/// spec, a client CPU that cannot be pinned to, no threads).
+pub fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
+    spec.validate()?;
+    engine::run(spec)
+}
+
+#[cfg(test)]
+mod tests;
