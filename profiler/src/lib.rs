@@ -15,6 +15,7 @@ pub mod bpf;
 pub mod c2c;
 pub mod cli;
 pub mod error;
+pub mod export;
 pub mod loadgen;
 pub mod report;
 pub mod stats;
