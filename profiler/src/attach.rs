@@ -2,10 +2,7 @@
 //! the table when the duration ends, the command exits, or on Ctrl-C.
 
 use std::{
-    ffi::CString,
     io::Write as _,
-    os::unix::ffi::OsStrExt as _,
-    path::{Path, PathBuf},
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -13,10 +10,11 @@ use std::{
     time::{Duration, Instant},
 };
 
-use anyhow::{Context as _, Result, bail};
+use anyhow::{Context as _, Result};
 
 use crate::{
     bpf::{Session, SessionConfig, Syscall, Target},
+    process::StoppedChild,
     report::{histogram::log2_histogram, table},
     stats::Snapshot,
 };
@@ -62,7 +60,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             .context("installing the Ctrl-C handler")?;
     }
 
-    let child = if options.command.is_empty() { None } else { Some(StoppedChild::spawn(&options.command)?) };
+    let child = if options.command.is_empty() { None } else { Some(StoppedChild::spawn(&options.command, false)?) };
     let target = if options.all { Target::All } else { Target::Processes(options.pids.clone()) };
     let config = SessionConfig { syscalls: options.syscalls.clone(), target, noop: false };
     let mut session = match Session::start(&config) {
@@ -164,109 +162,4 @@ fn any_alive(pids: &[u32]) -> bool {
             .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
             .is_some_and(|zombie| !zombie)
     })
-}
-
-/// A child process stopped just before `execve`, so it can be tracked before its first syscall.
-#[derive(Debug)]
-pub struct StoppedChild {
-    /// Its pid.
-    pub pid: u32,
-}
-
-impl StoppedChild {
-    /// Forks; the child stops itself with SIGSTOP and, once resumed, execs `command`.
-    pub fn spawn(command: &[String]) -> Result<Self> {
-        let program = resolve_program(&command[0])?;
-        let program = CString::new(program.as_os_str().as_bytes()).context("NUL in the command path")?;
-        let args: Vec<CString> = command
-            .iter()
-            .map(|a| CString::new(a.as_bytes()))
-            .collect::<Result<_, _>>()
-            .context("NUL byte in a command argument")?;
-        let mut argv: Vec<*const libc::c_char> = args.iter().map(|a| a.as_ptr()).collect();
-        argv.push(std::ptr::null());
-        // SAFETY: fork in a process that may have threads: the child calls only async-signal-safe
-        // functions (raise, execv, _exit) on memory prepared before the fork.
-        let pid = unsafe { libc::fork() };
-        if pid < 0 {
-            bail!("fork failed: {}", std::io::Error::last_os_error());
-        }
-        if pid == 0 {
-            // SAFETY: see above.
-            unsafe {
-                libc::raise(libc::SIGSTOP);
-                libc::execv(program.as_ptr(), argv.as_ptr());
-                libc::_exit(127);
-            }
-        }
-        let child = Self { pid: pid as u32 };
-        let mut status = 0;
-        // SAFETY: waiting for our own child.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
-        if rc != pid || !libc::WIFSTOPPED(status) {
-            bail!("the command's process did not start (wait status {status})");
-        }
-        Ok(child)
-    }
-
-    /// Lets the stopped child run (it then execs the command).
-    pub fn resume(&self) -> Result<()> {
-        // SAFETY: signalling our own child.
-        if unsafe { libc::kill(self.pid as i32, libc::SIGCONT) } != 0 {
-            bail!("could not resume the command: {}", std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    /// The exit code if the child has exited (128 + signal number if killed by a signal).
-    pub fn try_wait(&self) -> Result<Option<i32>> {
-        let mut status = 0;
-        // SAFETY: waiting for our own child without blocking.
-        let rc = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
-        if rc < 0 {
-            bail!("waiting for the command: {}", std::io::Error::last_os_error());
-        }
-        if rc == 0 {
-            return Ok(None);
-        }
-        if libc::WIFEXITED(status) {
-            Ok(Some(libc::WEXITSTATUS(status)))
-        } else if libc::WIFSIGNALED(status) {
-            Ok(Some(128 + libc::WTERMSIG(status)))
-        } else {
-            Ok(None)
-        }
-    }
-
-    /// Kills and reaps the child.
-    pub fn kill(self) {
-        // SAFETY: signalling and reaping our own child.
-        unsafe {
-            libc::kill(self.pid as i32, libc::SIGKILL);
-            libc::kill(self.pid as i32, libc::SIGCONT);
-            libc::waitpid(self.pid as i32, std::ptr::null_mut(), 0);
-        }
-    }
-}
-
-/// Finds `name` on PATH like a shell does (names with a slash are taken as they are).
-fn resolve_program(name: &str) -> Result<PathBuf> {
-    let is_executable = |p: &Path| {
-        std::fs::metadata(p).is_ok_and(|m| {
-            use std::os::unix::fs::PermissionsExt as _;
-            m.is_file() && m.permissions().mode() & 0o111 != 0
-        })
-    };
-    if name.contains('/') {
-        let path = PathBuf::from(name);
-        if is_executable(&path) {
-            return Ok(path);
-        }
-        bail!("cannot run '{name}': no such executable file");
-    }
-    let path_var = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
-    std::env::split_paths(&path_var)
-        .map(|dir| dir.join(name))
-        .find(|p| is_executable(p))
-        .with_context(|| format!("command not found: '{name}' is not on PATH"))
 }

@@ -17,5 +17,6 @@ pub mod cli;
 pub mod error;
 pub mod export;
 pub mod loadgen;
+pub mod process;
 pub mod report;
 pub mod stats;
