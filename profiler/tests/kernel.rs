@@ -57,6 +57,14 @@ impl Child {
         assert_eq!(unsafe { libc::kill(self.pid, libc::SIGCONT) }, 0);
     }
 
+    /// Waits until the child stops itself again (it called `raise(SIGSTOP)`).
+    fn wait_stopped(&self) {
+        let mut status = 0;
+        // SAFETY: our own child.
+        let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) };
+        assert!(rc == self.pid && libc::WIFSTOPPED(status), "child did not stop again");
+    }
+
     /// Waits for the exit and asserts it was clean.
     fn join(self) {
         let mut status = 0;
@@ -284,4 +292,29 @@ fn nonexistent_pid_is_refused() {
         .expect("a pid that does not exist is an error")
         .to_string();
     assert!(err.contains("no process with pid 999999999"), "{err}");
+}
+
+#[test]
+fn reset_starts_the_counts_from_nothing() {
+    let _serial = serial();
+    let mut session = session(&["close"], Target::Processes(vec![]));
+    let child = Child::stopped(|| {
+        close_dups(1000);
+        // SAFETY: stop again so the test can reset between the two batches.
+        unsafe { libc::raise(libc::SIGSTOP) };
+        close_dups(250);
+    });
+    session.track(child.pid()).unwrap();
+    child.resume();
+    child.wait_stopped();
+    assert_eq!(snapshot(&session).syscall("close").unwrap().calls, 1000);
+    session.reset().unwrap();
+    assert_eq!(snapshot(&session).syscall("close").unwrap().calls, 0);
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.calls, 250);
+    assert_eq!(close.latency.total(), 250);
+    assert_eq!(snap.process(child.pid()).unwrap().syscalls[0].calls, 250);
 }

@@ -176,6 +176,41 @@ impl Session {
         Ok(Snapshot { syscalls, processes: self.read_processes()?, dropped: self.read_dropped()? })
     }
 
+    /// Zeroes every counter and histogram (not the tracking): what follows starts from nothing,
+    /// with exact minimum and maximum. Calls completing while it runs may land on either side.
+    pub fn reset(&mut self) -> Result<(), SetupError> {
+        let cpus = aya::util::nr_cpus().map_err(|(_, e)| SetupError::bpf("counting CPUs", e))?;
+        fn zero<T: aya::Pod + Default + Clone>(
+            session: &mut Session,
+            name: &str,
+            entries: u32,
+            cpus: usize,
+        ) -> Result<(), SetupError> {
+            let mut map: PerCpuArray<&mut MapData, T> = session.map_mut(name)?;
+            for index in 0..entries {
+                let zeros = aya::maps::PerCpuValues::try_from(vec![T::default(); cpus])
+                    .map_err(|e| SetupError::bpf(format!("zeroing {name}"), e))?;
+                map.set(index, zeros, 0).map_err(|e| SetupError::bpf(format!("zeroing {name}"), e))?;
+            }
+            Ok(())
+        }
+        let slots = self.syscalls.len() as u32;
+        zero::<SyscallSlot>(self, "SYSCALLS", slots, cpus)?;
+        zero::<LatencyBuckets>(self, "EVENTS", slots, cpus)?;
+        zero::<u64>(self, "DROPPED", DROP_REASONS as u32, cpus)?;
+        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let named = self.named.len() as u32;
+        let mut map: PerCpuArray<&mut MapData, ProcessStats> = self.map_mut("PROCESSES")?;
+        let forked_end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        for index in (0..named).chain(FIRST_FORKED_PROCESS..forked_end).chain([OVERFLOW_PROCESS]) {
+            let zeros = aya::maps::PerCpuValues::try_from(vec![ProcessStats::default(); cpus])
+                .map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
+            map.set(index, zeros, 0).map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
+        }
+        Ok(())
+    }
+
     fn read_processes(&self) -> Result<Vec<ProcessSummary>, SetupError> {
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
         let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
