@@ -1,14 +1,30 @@
 //! Exports: what `attach` and `run` measured, written in formats other tools read.
 //!
 //! Both commands first turn their results into one [`ExportData`]; every format reads only that,
-//! so a format is written once for both commands.
+//! so a format is written once for both commands. Each single-file format is an [`Exporter`]; the
+//! HdrHistogram export writes a directory ([`hdr::files`]). [`write_exports`] writes every format
+//! the user asked for, each file atomically ([`atomic`]).
 
-use std::collections::BTreeMap;
+pub mod atomic;
+pub mod csv;
+pub mod hdr;
+pub mod html;
+pub mod json;
+pub mod markdown;
+pub mod prometheus;
+pub mod synthetic;
 
+use std::{collections::BTreeMap, path::Path};
+
+use anyhow::{Result, bail};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::stats::Snapshot;
+use self::atomic::Destination;
+use crate::{
+    cli::ExportArgs,
+    stats::{Snapshot, SyscallSummary},
+};
 
 /// Version of the JSON schema (`docs/EXPORT_SCHEMA.md`); bump on incompatible changes.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -38,19 +54,18 @@ impl Metadata {
     /// Reads the machine facts; `command` and `settings` are the caller's.
     #[must_use]
     pub fn collect(command: &str) -> Self {
-        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_owned())
-            .unwrap_or_default();
+        let kernel =
+            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default();
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|s| {
-                s.lines()
-                    .find_map(|l| l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned()))
+                s.lines().find_map(|l| {
+                    l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned())
+                })
             })
             .unwrap_or_default();
-        let started_unix_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let started_unix_s =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         Self {
             command: command.to_owned(),
             kernel,
@@ -77,8 +92,10 @@ pub struct LoadSummary {
     pub latency: Histogram<u64>,
     /// Failed requests by kind (`refused`, `reset`, `timeout`, ...), zero kinds left out.
     pub errors: BTreeMap<String, u64>,
-    /// Server CPU time during the measurement, ns (user, system), when known.
+    /// Server CPU time during the measurement, ns (user, system: tick-sampled), when known.
     pub server_cpu_ns: Option<(u64, u64)>,
+    /// Server on-CPU time during the measurement, ns (exact, from schedstat), when known.
+    pub server_on_cpu_ns: Option<u64>,
 }
 
 /// One cell of the results: a variant's run (or all runs together, or a whole `attach`).
@@ -105,4 +122,218 @@ pub struct ExportData {
     pub measurements: Vec<Measurement>,
     /// True when the command was interrupted or failed part-way: what was measured until then.
     pub partial: bool,
+}
+
+/// The quantiles every format reports, with their column suffix (`p99.9` is `p99_9` in names).
+pub const QUANTILES: [(f64, &str); 4] = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99_9")];
+
+/// One single-file export format.
+pub trait Exporter {
+    /// Short name for messages (`JSON`, `CSV`, ...).
+    fn name(&self) -> &'static str;
+
+    /// The whole file.
+    fn render(&self, data: &ExportData) -> Result<Vec<u8>>;
+}
+
+impl Measurement {
+    /// `lt c=64 run 2`, `lt c=64 (all runs)`, or `attach` when there is no variant.
+    #[must_use]
+    pub fn label(&self) -> String {
+        let mut out = self.variant.clone().unwrap_or_else(|| "all traced processes".to_owned());
+        if let Some(c) = self.concurrency {
+            out.push_str(&format!(" c={c}"));
+        }
+        match self.run {
+            Some(r) => out.push_str(&format!(" run {r}")),
+            None if self.variant.is_some() => out.push_str(" (all runs)"),
+            None => {}
+        }
+        out
+    }
+
+    /// Whether `other` is a measurement of the same variant and concurrency.
+    #[must_use]
+    pub fn same_group(&self, other: &Self) -> bool {
+        self.variant == other.variant && self.concurrency == other.concurrency
+    }
+
+    /// Calls of `syscall` per correct request, when the load generator counted requests.
+    #[must_use]
+    pub fn calls_per_request(&self, syscall: &SyscallSummary) -> Option<f64> {
+        let load = self.load.as_ref().filter(|l| l.requests > 0)?;
+        Some(syscall.calls as f64 / load.requests as f64)
+    }
+}
+
+impl ExportData {
+    /// One measurement per (variant, concurrency), in first-seen order: the aggregate over runs
+    /// (`run == None`) when there is one, else every run of the group.
+    #[must_use]
+    pub fn summaries(&self) -> Vec<&Measurement> {
+        let mut out: Vec<&Measurement> = Vec::new();
+        for m in &self.measurements {
+            if out.iter().any(|o| o.same_group(m)) {
+                continue;
+            }
+            match self.measurements.iter().find(|a| a.same_group(m) && a.run.is_none()) {
+                Some(aggregate) => out.push(aggregate),
+                None => out.extend(self.measurements.iter().filter(|r| r.same_group(m))),
+            }
+        }
+        out
+    }
+
+    /// The individual runs (`run == Some`) of `group`'s variant and concurrency, by run number.
+    #[must_use]
+    pub fn runs_of(&self, group: &Measurement) -> Vec<&Measurement> {
+        let mut runs: Vec<&Measurement> =
+            self.measurements.iter().filter(|m| m.same_group(group) && m.run.is_some()).collect();
+        runs.sort_by_key(|m| m.run);
+        runs
+    }
+
+    /// Syscall names over all measurements, in first-seen order.
+    #[must_use]
+    pub fn syscall_names(&self) -> Vec<&str> {
+        let mut names: Vec<&str> = Vec::new();
+        for m in &self.measurements {
+            for s in &m.syscalls.syscalls {
+                if !names.contains(&s.name.as_str()) {
+                    names.push(&s.name);
+                }
+            }
+        }
+        names
+    }
+}
+
+/// Checks the export flags before measuring, so a bad path fails in a second, not after a run:
+/// at most one goes to stdout, file parents exist, `--export-hdr` is not stdout.
+pub fn check_export_args(args: &ExportArgs) -> Result<()> {
+    let files = args.files();
+    let to_stdout: Vec<&str> = files.iter().filter(|(_, p)| p.as_os_str() == "-").map(|(f, _)| *f).collect();
+    if to_stdout.len() > 1 {
+        bail!(
+            "{} all write to stdout ('-'): send at most one export to stdout, the others to files",
+            to_stdout.join(", ")
+        );
+    }
+    for (flag, path) in files {
+        if path.as_os_str() == "-" {
+            continue;
+        }
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            bail!("{flag} {}: directory '{}' does not exist; create it first", path.display(), parent.display());
+        }
+        if path.is_dir() {
+            bail!("{flag} {}: is a directory; give a file name", path.display());
+        }
+    }
+    if let Some(dir) = &args.export_hdr {
+        if dir.as_os_str() == "-" {
+            bail!("--export-hdr writes several files: give a directory, not '-'");
+        }
+        if dir.exists() && !dir.is_dir() {
+            bail!("--export-hdr {}: exists and is not a directory; give a directory", dir.display());
+        }
+    }
+    Ok(())
+}
+
+/// Writes every export `args` asks for. A format that fails does not stop the others; the
+/// failures are reported together at the end.
+pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
+    check_export_args(args)?;
+    let mut failures: Vec<String> = Vec::new();
+    let single: [(&Option<std::path::PathBuf>, &dyn Exporter); 5] = [
+        (&args.export_json, &json::Json),
+        (&args.export_csv, &csv::Csv),
+        (&args.export_prom, &prometheus::Prometheus),
+        (&args.export_markdown, &markdown::Markdown),
+        (&args.report, &html::Html),
+    ];
+    for (path, exporter) in single {
+        let Some(path) = path else { continue };
+        let written = exporter.render(data).and_then(|bytes| Destination::parse(path).write(&bytes));
+        if let Err(e) = written {
+            failures.push(format!("{} export: {e:#}", exporter.name()));
+        }
+    }
+    if let Some(dir) = &args.export_hdr
+        && let Err(e) = hdr::write_dir(dir, data)
+    {
+        failures.push(format!("HdrHistogram export: {e:#}"));
+    }
+    if !failures.is_empty() {
+        bail!("{}", failures.join("; "));
+    }
+    Ok(())
+}
+
+impl ExportArgs {
+    /// The single-file flags that were given, with their flag names.
+    #[must_use]
+    pub fn files(&self) -> Vec<(&'static str, &Path)> {
+        [
+            ("--export-json", &self.export_json),
+            ("--export-csv", &self.export_csv),
+            ("--export-prom", &self.export_prom),
+            ("--export-markdown", &self.export_markdown),
+            ("--report", &self.report),
+        ]
+        .into_iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
+        .collect()
+    }
+
+    /// Whether any export was asked for.
+    #[must_use]
+    pub fn any(&self) -> bool {
+        !self.files().is_empty() || self.export_hdr.is_some()
+    }
+}
+
+/// Mean, standard deviation and range of a few numbers (QPS over runs).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Spread {
+    /// How many values.
+    pub n: usize,
+    /// Arithmetic mean.
+    pub mean: f64,
+    /// Sample standard deviation (0 for one value).
+    pub stdev: f64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+}
+
+impl Spread {
+    /// The spread of `values`; `None` when empty.
+    #[must_use]
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() {
+            return None;
+        }
+        let n = values.len();
+        let mean = values.iter().sum::<f64>() / n as f64;
+        let var = if n > 1 { values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        Some(Self { n, mean, stdev: var.sqrt(), min, max })
+    }
+}
+
+impl ExportData {
+    /// QPS of `group`'s runs (or of the group itself when it has no runs) and their spread.
+    #[must_use]
+    pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<Spread>) {
+        let runs = self.runs_of(group);
+        let sources: Vec<&Measurement> = if runs.is_empty() { vec![group] } else { runs };
+        let qps: Vec<f64> = sources.iter().filter_map(|m| m.load.as_ref().map(|l| l.qps)).collect();
+        let spread = Spread::of(&qps);
+        (qps, spread)
+    }
 }

@@ -1,0 +1,269 @@
+//! `--export-json`: everything measured, with the histogram buckets themselves. The schema is
+//! `docs/EXPORT_SCHEMA.md`; bump [`SCHEMA_VERSION`](super::SCHEMA_VERSION) on incompatible changes.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use hdrhistogram::Histogram;
+use profiler_common::{DropReason, ErrnoClass};
+use serde::Serialize;
+
+use super::{ExportData, Exporter, LoadSummary, Measurement, Metadata, QUANTILES, SCHEMA_VERSION};
+use crate::stats::{Bucket, LatencyHistogram, Snapshot, SyscallSummary};
+
+/// The JSON format.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Json;
+
+impl Exporter for Json {
+    fn name(&self) -> &'static str {
+        "JSON"
+    }
+
+    fn render(&self, data: &ExportData) -> Result<Vec<u8>> {
+        let mut bytes = serde_json::to_vec_pretty(&Document::from(data))?;
+        bytes.push(b'\n');
+        Ok(bytes)
+    }
+}
+
+/// The stable name of a drop reason in exports.
+#[must_use]
+pub fn drop_reason_key(reason: DropReason) -> &'static str {
+    match reason {
+        DropReason::NoStart => "no_start",
+        DropReason::IdOutOfRange => "id_out_of_range",
+        DropReason::NoSlot => "no_slot",
+        DropReason::ProcessTableFull => "process_table_full",
+    }
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    schema_version: u32,
+    partial: bool,
+    metadata: &'a Metadata,
+    measurements: Vec<MeasurementJson<'a>>,
+}
+
+impl<'a> From<&'a ExportData> for Document<'a> {
+    fn from(data: &'a ExportData) -> Self {
+        Self {
+            schema_version: SCHEMA_VERSION,
+            partial: data.partial,
+            metadata: &data.metadata,
+            measurements: data.measurements.iter().map(MeasurementJson::from).collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MeasurementJson<'a> {
+    variant: Option<&'a str>,
+    concurrency: Option<usize>,
+    run: Option<u32>,
+    load: Option<LoadJson<'a>>,
+    syscalls: Vec<SyscallJson<'a>>,
+    processes: Vec<ProcessJson<'a>>,
+    dropped: DroppedJson,
+}
+
+impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
+    fn from(m: &'a Measurement) -> Self {
+        Self {
+            variant: m.variant.as_deref(),
+            concurrency: m.concurrency,
+            run: m.run,
+            load: m.load.as_ref().map(LoadJson::from),
+            syscalls: m.syscalls.syscalls.iter().map(|s| SyscallJson::new(s, m)).collect(),
+            processes: processes(&m.syscalls),
+            dropped: DroppedJson::from(&m.syscalls),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct LoadJson<'a> {
+    requests: u64,
+    elapsed_s: f64,
+    qps: f64,
+    errors: &'a BTreeMap<String, u64>,
+    server_cpu_ns: Option<CpuJson>,
+    latency_ns: RecordedJson,
+}
+
+#[derive(Serialize)]
+struct CpuJson {
+    user: u64,
+    system: u64,
+}
+
+impl<'a> From<&'a LoadSummary> for LoadJson<'a> {
+    fn from(l: &'a LoadSummary) -> Self {
+        Self {
+            requests: l.requests,
+            elapsed_s: l.elapsed_s,
+            qps: l.qps,
+            errors: &l.errors,
+            server_cpu_ns: l.server_cpu_ns.map(|(user, system)| CpuJson { user, system }),
+            latency_ns: RecordedJson::from(&l.latency),
+        }
+    }
+}
+
+/// An hdrhistogram as count, mean, percentiles and its non-empty buckets.
+#[derive(Serialize)]
+struct RecordedJson {
+    count: u64,
+    min: u64,
+    mean: f64,
+    max: u64,
+    stdev: f64,
+    percentiles: BTreeMap<&'static str, u64>,
+    buckets: Vec<Bucket>,
+}
+
+impl From<&Histogram<u64>> for RecordedJson {
+    fn from(h: &Histogram<u64>) -> Self {
+        let empty = h.is_empty();
+        Self {
+            count: h.len(),
+            min: if empty { 0 } else { h.min() },
+            mean: if empty { 0.0 } else { h.mean() },
+            max: if empty { 0 } else { h.max() },
+            stdev: if empty { 0.0 } else { h.stdev() },
+            percentiles: QUANTILES.iter().map(|(q, name)| (*name, h.value_at_quantile(*q))).collect(),
+            buckets: h
+                .iter_recorded()
+                .map(|v| Bucket {
+                    low: h.lowest_equivalent(v.value_iterated_to()),
+                    high: v.value_iterated_to(),
+                    count: v.count_at_value(),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct SyscallJson<'a> {
+    name: &'a str,
+    calls: u64,
+    errors: ErrorsJson,
+    total_ns: u64,
+    mean_ns: f64,
+    min_ns: u64,
+    max_ns: u64,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p99_9_ns: u64,
+    dropped: u64,
+    calls_per_request: Option<f64>,
+    latency_buckets: Vec<Bucket>,
+    events_per_call: Option<EventsJson>,
+}
+
+impl<'a> SyscallJson<'a> {
+    fn new(s: &'a SyscallSummary, m: &Measurement) -> Self {
+        let q = |q: f64| s.latency.value_at_quantile(q);
+        Self {
+            name: &s.name,
+            calls: s.calls,
+            errors: ErrorsJson {
+                total: s.errors.total(),
+                by_errno: ErrnoClass::ALL
+                    .iter()
+                    .map(|c| (c.name(), s.errors.get(*c)))
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
+            },
+            total_ns: s.total_ns,
+            mean_ns: s.mean_ns(),
+            min_ns: s.min_ns,
+            max_ns: s.max_ns,
+            p50_ns: q(0.5),
+            p90_ns: q(0.9),
+            p99_ns: q(0.99),
+            p99_9_ns: q(0.999),
+            dropped: s.dropped,
+            calls_per_request: m.calls_per_request(s),
+            latency_buckets: s.latency.buckets().collect(),
+            events_per_call: s.events.as_ref().map(EventsJson::from),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ErrorsJson {
+    total: u64,
+    by_errno: BTreeMap<&'static str, u64>,
+}
+
+#[derive(Serialize)]
+struct EventsJson {
+    calls: u64,
+    mean: f64,
+    p50: u64,
+    p99: u64,
+    max: u64,
+    buckets: Vec<Bucket>,
+}
+
+impl From<&LatencyHistogram> for EventsJson {
+    fn from(h: &LatencyHistogram) -> Self {
+        Self {
+            calls: h.total(),
+            mean: h.mean(),
+            p50: h.value_at_quantile(0.5),
+            p99: h.value_at_quantile(0.99),
+            max: h.range().map_or(0, |r| r.1),
+            buckets: h.buckets().collect(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct ProcessJson<'a> {
+    /// 0 is the shared "other processes" entry.
+    pid: u32,
+    calls: u64,
+    errors: u64,
+    total_ns: u64,
+    syscalls: BTreeMap<&'a str, crate::stats::ProcessSyscall>,
+}
+
+fn processes(snapshot: &Snapshot) -> Vec<ProcessJson<'_>> {
+    snapshot
+        .processes
+        .iter()
+        .map(|p| ProcessJson {
+            pid: p.pid,
+            calls: p.total_calls(),
+            errors: p.syscalls.iter().map(|s| s.errors).sum(),
+            total_ns: p.syscalls.iter().map(|s| s.total_ns).sum(),
+            syscalls: snapshot
+                .syscalls
+                .iter()
+                .zip(&p.syscalls)
+                .filter(|(_, s)| s.calls > 0)
+                .map(|(name, s)| (name.name.as_str(), *s))
+                .collect(),
+        })
+        .collect()
+}
+
+#[derive(Serialize)]
+struct DroppedJson {
+    lost: u64,
+    by_reason: BTreeMap<&'static str, u64>,
+}
+
+impl From<&Snapshot> for DroppedJson {
+    fn from(s: &Snapshot) -> Self {
+        Self {
+            lost: s.dropped.lost(),
+            by_reason: DropReason::ALL.iter().map(|r| (drop_reason_key(*r), s.dropped.0[*r as usize])).collect(),
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! `--export-prom` and `profiler serve`: the Prometheus text exposition format (0.0.4).
+//!
+//! Kernel buckets hold `[low, high]` inclusive integer nanoseconds; a Prometheus bucket counts
+//! observations `<= le`. Every `le` here is the `high` of a kernel bucket, so a kernel bucket lies
+//! wholly at or below an `le` or wholly above it, and no count moves to the wrong bucket (the bug of
+//! ebpf_exporter issue #488, which used the lower bound). To keep a scrape small the kernel's 32
+//! buckets per power of two are merged to one: `le = (2^k - 1) ns`.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+use profiler_common::{DropReason, ErrnoClass, MAX_TRACKABLE_VALUE};
+
+use super::{ExportData, Exporter, Measurement, json::drop_reason_key};
+use crate::stats::LatencyHistogram;
+
+/// The Prometheus text format.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Prometheus;
+
+impl Exporter for Prometheus {
+    fn name(&self) -> &'static str {
+        "Prometheus"
+    }
+
+    fn render(&self, data: &ExportData) -> Result<Vec<u8>> {
+        Ok(render(data).into_bytes())
+    }
+}
+
+/// Metric name prefix.
+pub const PREFIX: &str = "syscall_profiler";
+
+/// Latency bucket upper bounds in ns: `2^k - 1` for k = 6..=36 (63 ns .. 68.7 s), each the
+/// `high` of a kernel bucket; the last is the kernel's largest trackable value.
+#[must_use]
+pub fn latency_bounds_ns() -> Vec<u64> {
+    (6..=36).map(|k| (1u64 << k) - 1).collect()
+}
+
+/// Events-per-call bucket upper bounds: 0, then `2^k - 1` for k = 1..=16 (exact kernel buckets).
+#[must_use]
+pub fn events_bounds() -> Vec<u64> {
+    std::iter::once(0).chain((1..=16).map(|k| (1u64 << k) - 1)).collect()
+}
+
+/// Cumulative counts at each bound (`<= bound`), then the total for `+Inf`. When the kernel
+/// clamped values above its largest bucket (`clamped`), that bucket's count goes to `+Inf` only.
+#[must_use]
+pub fn cumulative(hist: &LatencyHistogram, bounds: &[u64], clamped: bool) -> (Vec<u64>, u64) {
+    let mut counts = vec![0u64; bounds.len()];
+    let mut total = 0;
+    for b in hist.buckets() {
+        total += b.count;
+        if clamped && b.high == MAX_TRACKABLE_VALUE {
+            continue;
+        }
+        // The first bound at or above the bucket's high holds the whole bucket (bounds are highs).
+        let first = bounds.partition_point(|&le| le < b.high);
+        for c in &mut counts[first..] {
+            *c += b.count;
+        }
+    }
+    (counts, total)
+}
+
+/// Renders every summary measurement of `data` (see [`ExportData::summaries`]).
+#[must_use]
+pub fn render(data: &ExportData) -> String {
+    let summaries = data.summaries();
+    let mut out = String::with_capacity(16 * 1024);
+    if data.partial {
+        out.push_str("# partial: the command was interrupted; these are the counts until then\n");
+    }
+    let latency_bounds = latency_bounds_ns();
+    let latency_le: Vec<String> = latency_bounds.iter().map(|ns| format_float(*ns as f64 / 1e9)).collect();
+    let events_bounds = events_bounds();
+    let events_le: Vec<String> = events_bounds.iter().map(u64::to_string).collect();
+
+    family(&mut out, "syscall_latency_seconds", "histogram", "Syscall latency, entry to exit.");
+    for m in &summaries {
+        for s in &m.syscalls.syscalls {
+            let labels = labels(m, &s.name);
+            let (counts, total) = cumulative(&s.latency, &latency_bounds, s.max_ns > MAX_TRACKABLE_VALUE);
+            histogram(
+                &mut out,
+                "syscall_latency_seconds",
+                &labels,
+                &latency_le,
+                &counts,
+                total,
+                s.total_ns as f64 / 1e9,
+            );
+        }
+    }
+    family(&mut out, "syscall_calls_total", "counter", "Completed syscalls.");
+    for m in &summaries {
+        for s in &m.syscalls.syscalls {
+            sample(&mut out, "syscall_calls_total", &labels(m, &s.name), "", s.calls);
+        }
+    }
+    family(&mut out, "syscall_errors_total", "counter", "Failed syscalls by errno (other: any errno not named).");
+    for m in &summaries {
+        for s in &m.syscalls.syscalls {
+            let labels = labels(m, &s.name);
+            for class in ErrnoClass::ALL {
+                let extra = format!(",errno=\"{}\"", class.name());
+                sample(&mut out, "syscall_errors_total", &labels, &extra, s.errors.get(class));
+            }
+        }
+    }
+    family(
+        &mut out,
+        "syscall_dropped_total",
+        "counter",
+        "Syscall exits without a recorded entry (in flight at attach).",
+    );
+    for m in &summaries {
+        for s in &m.syscalls.syscalls {
+            sample(&mut out, "syscall_dropped_total", &labels(m, &s.name), "", s.dropped);
+        }
+    }
+    if summaries.iter().any(|m| m.syscalls.syscalls.iter().any(|s| s.events.is_some())) {
+        family(&mut out, "syscall_events_per_call", "histogram", "Ready events returned per epoll call.");
+        for m in &summaries {
+            for s in &m.syscalls.syscalls {
+                if let Some(events) = &s.events {
+                    let labels = labels(m, &s.name);
+                    let (counts, total) = cumulative(events, &events_bounds, false);
+                    let sum: f64 = events.mean() * events.total() as f64;
+                    histogram(&mut out, "syscall_events_per_call", &labels, &events_le, &counts, total, sum.round());
+                }
+            }
+        }
+    }
+    family(&mut out, "dropped_events_total", "counter", "Events the kernel programs could not record, by reason.");
+    for m in &summaries {
+        let base = group_labels(m);
+        for reason in DropReason::ALL {
+            let sep = if base.is_empty() { "" } else { "," };
+            let labels = format!("{base}{sep}reason=\"{}\"", drop_reason_key(reason));
+            sample(&mut out, "dropped_events_total", &labels, "", m.syscalls.dropped.0[reason as usize]);
+        }
+    }
+    if summaries.iter().any(|m| m.load.is_some()) {
+        family(&mut out, "load_requests_total", "counter", "Requests the load generator completed correctly.");
+        for m in &summaries {
+            if let Some(load) = &m.load {
+                sample(&mut out, "load_requests_total", &group_labels(m), "", load.requests);
+            }
+        }
+    }
+    out
+}
+
+fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {PREFIX}_{name} {help}");
+    let _ = writeln!(out, "# TYPE {PREFIX}_{name} {kind}");
+}
+
+fn sample(out: &mut String, name: &str, labels: &str, extra: &str, value: u64) {
+    let _ = writeln!(out, "{PREFIX}_{name}{{{labels}{extra}}} {value}");
+}
+
+fn histogram(out: &mut String, name: &str, labels: &str, le: &[String], counts: &[u64], total: u64, sum: f64) {
+    for (le, count) in le.iter().zip(counts) {
+        let _ = writeln!(out, "{PREFIX}_{name}_bucket{{{labels},le=\"{le}\"}} {count}");
+    }
+    let _ = writeln!(out, "{PREFIX}_{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
+    let _ = writeln!(out, "{PREFIX}_{name}_sum{{{labels}}} {}", format_float(sum));
+    let _ = writeln!(out, "{PREFIX}_{name}_count{{{labels}}} {total}");
+}
+
+/// `syscall="close",variant="lt",...`: the syscall, then the measurement's group labels.
+fn labels(m: &Measurement, syscall: &str) -> String {
+    let group = group_labels(m);
+    let sep = if group.is_empty() { "" } else { "," };
+    format!("syscall=\"{}\"{sep}{group}", escape(syscall))
+}
+
+/// `variant`, `concurrency` and `run` where the measurement has them.
+fn group_labels(m: &Measurement) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = &m.variant {
+        parts.push(format!("variant=\"{}\"", escape(v)));
+    }
+    if let Some(c) = m.concurrency {
+        parts.push(format!("concurrency=\"{c}\""));
+    }
+    if let Some(r) = m.run {
+        parts.push(format!("run=\"{r}\""));
+    }
+    parts.join(",")
+}
+
+/// A label value with `\`, `"` and newlines escaped as the text format requires.
+#[must_use]
+pub fn escape(value: &str) -> String {
+    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+/// A float as Go's strconv parses it: shortest round-trip decimal, no exponent surprises.
+fn format_float(v: f64) -> String {
+    if v.is_finite() { format!("{v}") } else { "0".to_owned() }
+}
+
+#[cfg(test)]
+mod tests {
+    use profiler_common::{bucket_index, bucket_upper_bound};
+
+    use super::*;
+
+    #[test]
+    fn every_bound_is_the_high_of_a_kernel_bucket() {
+        for b in latency_bounds_ns().into_iter().chain(events_bounds()) {
+            assert_eq!(bucket_upper_bound(bucket_index(b)), b, "bound {b} splits a kernel bucket");
+        }
+        assert_eq!(*latency_bounds_ns().last().unwrap(), MAX_TRACKABLE_VALUE);
+    }
+
+    #[test]
+    fn value_at_a_bound_is_in_that_bucket_and_one_more_is_in_the_next() {
+        let bounds = latency_bounds_ns();
+        for (i, &b) in bounds.iter().enumerate().take(bounds.len() - 1) {
+            let mut at = LatencyHistogram::default();
+            at.record_n(b, 1);
+            let (counts, total) = cumulative(&at, &bounds, false);
+            assert_eq!((counts[i], total), (1, 1), "{b} ns must count at le={b}");
+            assert!(i == 0 || counts[i - 1] == 0, "{b} ns must not count below le={b}");
+            let mut above = LatencyHistogram::default();
+            above.record_n(b + 1, 1);
+            let (counts, _) = cumulative(&above, &bounds, false);
+            assert_eq!((counts[i], counts[i + 1]), (0, 1), "{} ns belongs to le={}", b + 1, bounds[i + 1]);
+        }
+    }
+
+    #[test]
+    fn cumulative_counts_equal_exact_counts_of_values_at_or_below_each_bound() {
+        let values: Vec<u64> = (0..20_000u64).map(|i| (i * i * 7919) % 5_000_000 + i % 97).collect();
+        let mut h = LatencyHistogram::default();
+        for &v in &values {
+            h.record_n(v, 1);
+        }
+        let bounds = latency_bounds_ns();
+        let (counts, total) = cumulative(&h, &bounds, false);
+        assert_eq!(total, values.len() as u64);
+        for (le, got) in bounds.iter().zip(counts) {
+            let exact = values.iter().filter(|v| *v <= le).count() as u64;
+            assert_eq!(got, exact, "le={le}");
+        }
+    }
+
+    #[test]
+    fn clamped_values_count_only_under_inf() {
+        let bounds = latency_bounds_ns();
+        let mut h = LatencyHistogram::default();
+        h.record_n(MAX_TRACKABLE_VALUE + 5, 2);
+        let (counts, total) = cumulative(&h, &bounds, true);
+        assert_eq!((*counts.last().unwrap(), total), (0, 2));
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,185 @@
+//! `profiler serve`: keeps the kernel programs attached and serves their counters, cumulative since
+//! start, as Prometheus metrics on `GET /metrics` (the format of `--export-prom`). Every host runs
+//! one; an existing Prometheus scrapes them all.
+//!
+//! One thread serves one request at a time: a scrape reads the maps and renders a few kilobytes,
+//! well under a millisecond, so a queue of scrapers never waits long.
+
+use std::{
+    io::{Read as _, Write as _},
+    net::{SocketAddr, TcpListener, TcpStream},
+    os::fd::AsRawFd as _,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    bpf::{Session, SessionConfig, Syscall, Target},
+    export::{ExportData, Measurement, Metadata, prometheus},
+};
+
+/// What `profiler serve` was asked to do.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Processes to trace (their children are followed).
+    pub pids: Vec<u32>,
+    /// Trace every process.
+    pub all: bool,
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Syscalls to time.
+    pub syscalls: Vec<Syscall>,
+}
+
+/// The Prometheus content type of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// Longest a client may take to send its request before it is dropped.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// An attached session and what a scrape needs to describe it.
+pub struct MetricsSource {
+    session: Session,
+    metadata: Metadata,
+    started: Instant,
+}
+
+impl MetricsSource {
+    /// Wraps a started session; `metadata` describes it (command `serve`).
+    #[must_use]
+    pub fn new(session: Session, metadata: Metadata) -> Self {
+        Self { session, metadata, started: Instant::now() }
+    }
+
+    /// Reads the counters and renders them in the Prometheus text format.
+    pub fn render(&mut self) -> Result<String> {
+        self.session.flush_logs();
+        let snapshot = self.session.snapshot()?;
+        let mut metadata = self.metadata.clone();
+        metadata.duration_s = self.started.elapsed().as_secs_f64();
+        let data = ExportData {
+            metadata,
+            measurements: vec![Measurement {
+                variant: None,
+                concurrency: None,
+                run: None,
+                syscalls: snapshot,
+                load: None,
+            }],
+            partial: false,
+        };
+        Ok(prometheus::render(&data))
+    }
+}
+
+/// Runs `profiler serve` until SIGINT or SIGTERM.
+pub fn run(options: &ServeOptions) -> Result<()> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the Ctrl-C handler")?;
+    }
+    // Bind first: a taken port fails before the kernel programs are loaded.
+    let listener = TcpListener::bind(options.listen).with_context(|| {
+        format!("cannot listen on {}: is the port taken? pick another with --listen ADDR:PORT", options.listen)
+    })?;
+    let target = if options.all { Target::All } else { Target::Processes(options.pids.clone()) };
+    let session = Session::start(&SessionConfig { syscalls: options.syscalls.clone(), target, noop: false })?;
+    let mut metadata = Metadata::collect("serve");
+    let what = if options.all {
+        "all".to_owned()
+    } else {
+        options.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    };
+    metadata.settings.insert("pids".into(), what.clone());
+    metadata
+        .settings
+        .insert("syscalls".into(), options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(","));
+    let mut source = MetricsSource::new(session, metadata);
+    let address = listener.local_addr().context("reading the listening address")?;
+    eprintln!("Serving metrics of pid(s) {what} on http://{address}/metrics (Ctrl-C to stop)");
+    serve(&listener, &mut source, &stop)
+}
+
+/// Answers requests on `listener` until `stop` is set.
+pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBool) -> Result<()> {
+    listener.set_nonblocking(true).context("making the listener non-blocking")?;
+    while !stop.load(Ordering::Relaxed) {
+        if !readable(listener, 200)? {
+            continue;
+        }
+        match listener.accept() {
+            Ok((stream, _)) => {
+                // A client that misbehaves loses its connection, never the server.
+                if let Err(e) = answer(stream, source) {
+                    log::info!("request failed: {e:#}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => log::warn!("accept failed: {e}"),
+        }
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` for a connection; false on timeout or a signal.
+fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
+    let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let rc = unsafe { libc::poll(&raw mut fd, 1, timeout_ms) };
+    if rc < 0 {
+        let e = std::io::Error::last_os_error();
+        return if e.kind() == std::io::ErrorKind::Interrupted { Ok(false) } else { Err(e).context("poll") };
+    }
+    Ok(rc > 0)
+}
+
+/// The method and path of a request's first line, once its headers have arrived.
+fn read_request(stream: &mut TcpStream) -> Result<(String, String)> {
+    stream.set_nonblocking(false)?;
+    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
+    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 1024];
+    while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = stream.read(&mut chunk).context("reading the request")?;
+        if n == 0 {
+            break;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        anyhow::ensure!(buf.len() <= 16 * 1024, "request headers longer than 16 KiB");
+    }
+    let text = String::from_utf8_lossy(&buf);
+    let mut parts = text.lines().next().unwrap_or_default().split_whitespace();
+    let method = parts.next().unwrap_or_default().to_owned();
+    let target = parts.next().unwrap_or_default();
+    let path = target.split('?').next().unwrap_or_default().to_owned();
+    Ok((method, path))
+}
+
+fn answer(mut stream: TcpStream, source: &mut MetricsSource) -> Result<()> {
+    let (method, path) = read_request(&mut stream)?;
+    let (status, content_type, body) = match (method.as_str(), path.as_str()) {
+        ("GET" | "HEAD", "/metrics") => match source.render() {
+            Ok(body) => ("200 OK", CONTENT_TYPE, body),
+            Err(e) => ("500 Internal Server Error", "text/plain", format!("reading the counters failed: {e:#}\n")),
+        },
+        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "not found: metrics are at /metrics\n".to_owned()),
+        _ => ("405 Method Not Allowed", "text/plain", "only GET /metrics is served\n".to_owned()),
+    };
+    let mut response = format!(
+        "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    if method != "HEAD" {
+        response.extend_from_slice(body.as_bytes());
+    }
+    stream.write_all(&response).context("writing the response")?;
+    Ok(())
+}

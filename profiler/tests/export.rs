@@ -1,0 +1,514 @@
+//! Every export format, checked by a real consumer of it where one exists: promtool for the
+//! Prometheus text, the PyPI `hdrhistogram` package for the interval logs, headless Chromium for
+//! the HTML report, serde_json for JSON; and the `attach` command writing them end to end.
+//!
+//! A missing consumer is a failure naming the package to install, never a silent skip.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+    sync::{Mutex, MutexGuard},
+    time::{Duration, Instant},
+};
+
+use profiler::{
+    cli::ExportArgs,
+    export::{
+        ExportData, Exporter,
+        csv::Csv,
+        hdr,
+        html::Html,
+        json::Json,
+        markdown::Markdown,
+        prometheus::Prometheus,
+        synthetic::{Shape, attach_data, run_data},
+        write_exports,
+    },
+};
+
+/// Tests that load BPF programs (the `attach` end-to-end ones) run one at a time.
+static KERNEL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// A fresh empty directory under cargo's per-test scratch dir.
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("export-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(exporter: &dyn Exporter, data: &ExportData) -> String {
+    String::from_utf8(exporter.render(data).unwrap()).unwrap()
+}
+
+fn require_tool(tool: &str, package: &str) -> PathBuf {
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    path.unwrap_or_else(|| panic!("`{tool}` is not installed: apt-get install -y {package}"))
+}
+
+// ---------- JSON ----------
+
+#[test]
+fn json_has_schema_version_metadata_and_buckets_that_add_up_to_the_calls() {
+    let data = run_data(&Shape::small());
+    let v: serde_json::Value = serde_json::from_str(&text(&Json, &data)).unwrap();
+    assert_eq!(v["schema_version"], profiler::export::SCHEMA_VERSION);
+    assert_eq!(v["partial"], false);
+    assert_eq!(v["metadata"]["command"], "run");
+    let ms = v["measurements"].as_array().unwrap();
+    assert_eq!(ms.len(), data.measurements.len());
+    for (m, original) in ms.iter().zip(&data.measurements) {
+        assert_eq!(m["variant"].as_str(), original.variant.as_deref());
+        assert_eq!(m["run"].as_u64(), original.run.map(u64::from));
+        assert!(m["load"]["qps"].as_f64().unwrap() > 0.0);
+        let load_count: u64 =
+            m["load"]["latency_ns"]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+        assert_eq!(load_count, original.load.as_ref().unwrap().latency.len());
+        for (s, o) in m["syscalls"].as_array().unwrap().iter().zip(&original.syscalls.syscalls) {
+            assert_eq!(s["name"], o.name.as_str());
+            assert_eq!(s["calls"].as_u64().unwrap(), o.calls);
+            let buckets = s["latency_buckets"].as_array().unwrap();
+            let sum: u64 = buckets.iter().map(|b| b["count"].as_u64().unwrap()).sum();
+            assert_eq!(sum, o.calls, "{}: bucket counts add up to calls", o.name);
+            for b in buckets {
+                assert!(b["low"].as_u64().unwrap() <= b["high"].as_u64().unwrap());
+            }
+            assert_eq!(s["p99_ns"].as_u64().unwrap(), o.latency.value_at_quantile(0.99));
+            assert_eq!(s["events_per_call"].is_null(), o.events.is_none());
+            if o.errors.total() > 0 {
+                assert_eq!(s["errors"]["by_errno"]["EAGAIN"].as_u64().unwrap(), o.errors.0[0]);
+            }
+        }
+        assert!(m["dropped"]["by_reason"]["no_start"].is_u64());
+    }
+}
+
+#[test]
+fn json_of_attach_has_null_variant_and_run() {
+    let v: serde_json::Value = serde_json::from_str(&text(&Json, &attach_data())).unwrap();
+    let m = &v["measurements"][0];
+    assert!(m["variant"].is_null() && m["run"].is_null() && m["load"].is_null());
+    assert_eq!(m["processes"].as_array().unwrap().len(), 3);
+}
+
+// ---------- CSV ----------
+
+#[test]
+fn csv_has_a_header_and_one_row_per_variant_run_syscall() {
+    let data = run_data(&Shape::small());
+    let out = text(&Csv, &data);
+    let lines: Vec<&str> = out.lines().collect();
+    let header: Vec<&str> = lines[0].split(',').collect();
+    assert_eq!(header[..4], ["variant", "concurrency", "run", "syscall"]);
+    let rows = &lines[1..];
+    let expected: usize = data.measurements.iter().map(|m| m.syscalls.syscalls.len()).sum();
+    assert_eq!(rows.len(), expected);
+    let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    for (row, (m, s)) in
+        rows.iter().zip(data.measurements.iter().flat_map(|m| m.syscalls.syscalls.iter().map(move |s| (m, s))))
+    {
+        let cells: Vec<&str> = row.split(',').collect();
+        assert_eq!(cells.len(), header.len(), "{row}");
+        assert_eq!(cells[col("variant")], m.variant.as_deref().unwrap());
+        assert_eq!(cells[col("run")], m.run.map(|r| r.to_string()).unwrap_or_default());
+        assert_eq!(cells[col("syscall")], s.name);
+        assert_eq!(cells[col("calls")].parse::<u64>().unwrap(), s.calls);
+        assert_eq!(cells[col("p99_9_ns")].parse::<u64>().unwrap(), s.latency.value_at_quantile(0.999));
+    }
+}
+
+#[test]
+fn csv_quotes_fields_with_commas() {
+    let mut data = run_data(&Shape { runs: 1, ..Shape::small() });
+    data.measurements[0].variant = Some("odd,\"name\"".into());
+    let out = text(&Csv, &data);
+    assert!(out.lines().nth(1).unwrap().starts_with("\"odd,\"\"name\"\"\","), "{out}");
+}
+
+// ---------- Prometheus ----------
+
+fn promtool_check(exposition: &str) {
+    use std::io::Write as _;
+    let promtool = require_tool("promtool", "prometheus");
+    let mut child = Command::new(promtool)
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}");
+}
+
+#[test]
+fn prometheus_output_passes_promtool_for_run_and_attach_data() {
+    promtool_check(&text(&Prometheus, &run_data(&Shape::small())));
+    promtool_check(&text(&Prometheus, &attach_data()));
+}
+
+/// (le, cumulative count) of one series' buckets.
+fn buckets_of(exposition: &str, series_prefix: &str) -> Vec<(String, u64)> {
+    exposition
+        .lines()
+        .filter(|l| l.starts_with(series_prefix))
+        .map(|l| {
+            let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+            (le, l.rsplit(' ').next().unwrap().parse().unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn prometheus_value_at_a_kernel_bucket_high_lands_in_that_le_and_one_more_in_the_next() {
+    use profiler::stats::{LatencyHistogram, SyscallSummary};
+    // 127 ns is the high of the kernel bucket [126, 127]; 128 ns opens [128, 131]; 255/256 likewise.
+    for (value, le_in, le_below) in [
+        (127u64, "0.000000127", "0.000000063"),
+        (128, "0.000000255", "0.000000127"),
+        (255, "0.000000255", "0.000000127"),
+        (256, "0.000000511", "0.000000255"),
+        (1_048_575, "0.001048575", "0.000524287"),
+        (1_048_576, "0.002097151", "0.001048575"),
+    ] {
+        let mut data = attach_data();
+        let mut latency = LatencyHistogram::default();
+        latency.record_n(value, 1);
+        data.measurements[0].syscalls.syscalls = vec![SyscallSummary {
+            name: "close".into(),
+            calls: 1,
+            total_ns: value,
+            min_ns: value,
+            max_ns: value,
+            latency,
+            ..Default::default()
+        }];
+        let out = text(&Prometheus, &data);
+        let buckets = buckets_of(&out, "syscall_profiler_syscall_latency_seconds_bucket{syscall=\"close\"");
+        let count_at = |le: &str| buckets.iter().find(|(l, _)| l == le).unwrap_or_else(|| panic!("no le={le}")).1;
+        assert_eq!(count_at(le_in), 1, "{value} ns must be counted at le={le_in}");
+        assert_eq!(count_at(le_below), 0, "{value} ns must not be counted at le={le_below}");
+        assert_eq!(count_at("+Inf"), 1);
+        assert!(out.contains("syscall_profiler_syscall_latency_seconds_count{syscall=\"close\"} 1"));
+        promtool_check(&out);
+    }
+}
+
+#[test]
+fn prometheus_buckets_are_cumulative_and_inf_equals_count() {
+    let data = run_data(&Shape::small());
+    let out = text(&Prometheus, &data);
+    let m = data.summaries()[0];
+    for s in &m.syscalls.syscalls {
+        let prefix = format!(
+            "syscall_profiler_syscall_latency_seconds_bucket{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\"",
+            s.name
+        );
+        let buckets = buckets_of(&out, &prefix);
+        assert_eq!(buckets.len(), 32, "31 power-of-two bounds and +Inf");
+        assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");
+        assert_eq!(buckets.last().unwrap(), &("+Inf".to_owned(), s.calls));
+        let errors = format!(
+            "syscall_profiler_syscall_errors_total{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\",errno=\"EAGAIN\"}} {}",
+            s.name, s.errors.0[0]
+        );
+        assert!(out.contains(&errors), "missing {errors}");
+    }
+    assert!(!out.contains("run=\""), "runs are summarised by their aggregate");
+}
+
+// ---------- HdrHistogram ----------
+
+/// A venv under target/ with the PyPI `hdrhistogram` package, installed on first use.
+fn hdr_python() -> PathBuf {
+    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hdrhistogram-venv");
+    let python = venv.join("bin/python3");
+    let ok = |p: &Path| {
+        Command::new(p).args(["-c", "import hdrh.histogram, hdrh.log"]).output().is_ok_and(|o| o.status.success())
+    };
+    if ok(&python) {
+        return python;
+    }
+    let base = require_tool("python3", "python3 python3-venv");
+    let created = Command::new(base).args(["-m", "venv"]).arg(&venv).output().unwrap();
+    assert!(
+        created.status.success(),
+        "python3 -m venv failed (apt-get install -y python3-venv): {}",
+        String::from_utf8_lossy(&created.stderr)
+    );
+    let pip = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "hdrhistogram"]).output().unwrap();
+    assert!(pip.status.success(), "pip install hdrhistogram (PyPI) failed: {}", String::from_utf8_lossy(&pip.stderr));
+    assert!(ok(&python), "the hdrhistogram package installed but `import hdrh` fails");
+    python
+}
+
+const DECODE: &str = r#"
+import sys, json
+from hdrh.histogram import HdrHistogram
+from hdrh.log import HistogramLogReader
+out = []
+reader = HistogramLogReader(sys.argv[1], HdrHistogram(1, 3600 * 10**9, 3))
+while True:
+    h = reader.get_next_interval_histogram()
+    if h is None:
+        break
+    out.append({"count": h.get_total_count(),
+                "p": {str(p): h.get_value_at_percentile(p) for p in (50.0, 90.0, 99.0, 99.9, 100.0)},
+                "recorded": [[v.value_iterated_to, v.count_at_value_iterated_to] for v in h.get_recorded_iterator()],
+                "start": h.get_start_time_stamp(), "end": h.get_end_time_stamp()})
+print(json.dumps(out))
+"#;
+
+#[test]
+fn hdr_interval_logs_decode_with_the_pypi_package_to_the_same_counts_and_percentiles() {
+    let python = hdr_python();
+    let data = run_data(&Shape::small());
+    let dir = scratch("hdr");
+    hdr::write_dir(&dir, &data).unwrap();
+    let series = hdr::series(&data).unwrap();
+    assert_eq!(series.len(), 2 * 4, "one per (variant, syscall)");
+    for s in &series {
+        assert!(dir.join(format!("{}.hgrm", s.stem)).is_file());
+        let log = dir.join(format!("{}.hlog", s.stem));
+        let out = Command::new(&python).args(["-c", DECODE]).arg(&log).output().unwrap();
+        assert!(out.status.success(), "decoding {}: {}", log.display(), String::from_utf8_lossy(&out.stderr));
+        let decoded: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let decoded = decoded.as_array().unwrap();
+        assert_eq!(decoded.len(), s.intervals.len(), "{}: one interval per run", s.stem);
+        assert_eq!(decoded.len(), 3);
+        for (d, (_, _, h)) in decoded.iter().zip(&s.intervals) {
+            assert_eq!(d["count"].as_u64().unwrap(), h.len(), "{} total count", s.stem);
+            // The whole distribution survives: every recorded value with its count.
+            let theirs: Vec<(u64, u64)> = d["recorded"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap()))
+                .collect();
+            let ours: Vec<(u64, u64)> =
+                h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            assert_eq!(theirs, ours, "{}: recorded values and counts", s.stem);
+            // Percentiles agree up to one rank (Python rounds the rank, Rust takes its ceiling).
+            let n = h.len() as f64;
+            for (p, q) in [("50.0", 0.5), ("90.0", 0.9), ("99.0", 0.99), ("99.9", 0.999), ("100.0", 1.0)] {
+                let theirs = d["p"][p].as_u64().unwrap();
+                let low = h.value_at_quantile((q - 1.0 / n).max(0.0));
+                let high = h.value_at_quantile((q + 1.0 / n).min(1.0));
+                assert!(
+                    (low..=high).contains(&theirs) || h.equivalent(theirs, h.value_at_quantile(q)),
+                    "{} p{p}: python {theirs}, rust {low}..={high}",
+                    s.stem
+                );
+            }
+        }
+    }
+}
+
+// ---------- Markdown ----------
+
+#[test]
+fn markdown_tables_have_as_many_cells_as_columns() {
+    for data in [run_data(&Shape::small()), attach_data()] {
+        let out = text(&Markdown, &data);
+        let mut width = None;
+        for line in out.lines() {
+            if !line.starts_with('|') {
+                width = None;
+                continue;
+            }
+            let cells = line.replace("\\|", "").matches('|').count();
+            assert_eq!(*width.get_or_insert(cells), cells, "ragged table row: {line}");
+        }
+        assert!(out.contains("| syscall | calls |"));
+    }
+    assert!(text(&Markdown, &run_data(&Shape::small())).contains("## Load"));
+}
+
+// ---------- HTML ----------
+
+/// Renders `html` in headless Chromium; returns the screenshot's pixels' (distinct colours,
+/// share of non-white) and the browser's stderr.
+fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
+    let chromium = require_tool("chromium", "chromium");
+    let shot = dir.join("shot.png");
+    let profile = dir.join("profile");
+    std::fs::create_dir_all(&profile).unwrap();
+    let mut child = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1000,1400",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(format!("--screenshot={}", shot.display()))
+        .arg(format!("file://{}", html.display()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(dir.join("chromium.log")).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("chromium did not finish within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let log = std::fs::read_to_string(dir.join("chromium.log")).unwrap_or_default();
+    assert!(status.success() && shot.is_file(), "chromium failed ({status}):\n{log}");
+    let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let channels = info.color_type.samples();
+    let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
+    let distinct: std::collections::HashSet<&[u8]> = pixels.iter().copied().collect();
+    let non_white = pixels.iter().filter(|p| p[..3].iter().any(|c| *c < 240)).count();
+    (distinct.len(), non_white as f64 / pixels.len() as f64, log)
+}
+
+fn check_report(name: &str, data: &ExportData) {
+    let dir = scratch(name);
+    let page = dir.join("report.html");
+    let html = text(&Html, data);
+    assert!(
+        !html.contains("http://")
+            || html.matches("http://").all(|_| html.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+    );
+    assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="), "self-contained");
+    std::fs::write(&page, &html).unwrap();
+    let (colours, ink, log) = chromium_render(&page, &dir);
+    assert!(colours > 20, "{name}: screenshot looks blank ({colours} distinct colours)");
+    assert!(ink > 0.02, "{name}: only {:.2}% of the screenshot is not white", ink * 100.0);
+    for bad in ["Uncaught", "ERROR:CONSOLE", "Failed to load resource"] {
+        assert!(!log.contains(bad), "{name}: console error in chromium's log:\n{log}");
+    }
+}
+
+#[test]
+fn html_report_renders_in_headless_chromium_for_run_and_attach_data() {
+    let run = run_data(&Shape::small());
+    let html = text(&Html, &run);
+    assert_eq!(html.matches("<svg").count(), 1 + 4 + 1, "QPS, one per syscall, calls per request");
+    check_report("html-run", &run);
+    let attach = attach_data();
+    let html = text(&Html, &attach);
+    assert!(html.contains("Calls per second") && !html.contains("Throughput"));
+    check_report("html-attach", &attach);
+}
+
+// ---------- write_exports ----------
+
+#[test]
+fn write_exports_writes_every_format_and_nothing_else() {
+    let dir = scratch("all");
+    let args = ExportArgs {
+        export_json: Some(dir.join("r.json")),
+        export_csv: Some(dir.join("r.csv")),
+        export_hdr: Some(dir.join("hdr")),
+        export_prom: Some(dir.join("r.prom")),
+        export_markdown: Some(dir.join("r.md")),
+        report: Some(dir.join("r.html")),
+    };
+    let mut data = run_data(&Shape::small());
+    data.partial = true;
+    write_exports(&args, &data).unwrap();
+    let mut names: Vec<String> =
+        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["hdr", "r.csv", "r.html", "r.json", "r.md", "r.prom"], "no temporary files left");
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(json["partial"], true);
+    assert_eq!(std::fs::read_dir(dir.join("hdr")).unwrap().count(), 16);
+}
+
+#[test]
+fn bad_export_paths_fail_before_measuring_with_one_line() {
+    let two_stdout = ExportArgs { export_json: Some("-".into()), export_csv: Some("-".into()), ..Default::default() };
+    let e = profiler::export::check_export_args(&two_stdout).unwrap_err().to_string();
+    assert!(e.contains("stdout") && !e.contains('\n'), "{e}");
+    let missing = ExportArgs { export_json: Some("/nonexistent-xyz/r.json".into()), ..Default::default() };
+    let e = profiler::export::check_export_args(&missing).unwrap_err().to_string();
+    assert!(e.contains("does not exist"), "{e}");
+    let hdr_stdout = ExportArgs { export_hdr: Some("-".into()), ..Default::default() };
+    assert!(profiler::export::check_export_args(&hdr_stdout).is_err());
+}
+
+// ---------- attach, end to end (loads BPF: root) ----------
+
+#[test]
+fn attach_writes_its_exports_for_a_command() {
+    let _serial = serial();
+    let dir = scratch("attach-cmd");
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["attach", "--syscalls", "close,read"])
+        .arg("--export-json")
+        .arg(dir.join("a.json"))
+        .arg("--export-prom")
+        .arg(dir.join("a.prom"))
+        .arg("--export-hdr")
+        .arg(dir.join("hdr"))
+        .args(["--", "/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do cat /dev/null; done"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "attach failed: {}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("a.json")).unwrap()).unwrap();
+    assert_eq!(json["metadata"]["command"], "attach");
+    assert_eq!(json["partial"], false);
+    let m = &json["measurements"][0];
+    assert!(m["variant"].is_null() && m["run"].is_null());
+    let close = m["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "close").unwrap();
+    assert!(close["calls"].as_u64().unwrap() >= 10, "each cat closes at least one file: {close}");
+    promtool_check(&std::fs::read_to_string(dir.join("a.prom")).unwrap());
+    assert!(dir.join("hdr/close.hgrm").is_file() && dir.join("hdr/close.hlog").is_file());
+}
+
+#[test]
+fn attach_interrupted_by_ctrl_c_still_exports_complete_results() {
+    let _serial = serial();
+    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+    let mut attach = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["attach", "--pid", &sleeper.id().to_string(), "--export-json", "-"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for "Tracing ..." on stderr? The report goes to stderr when JSON takes stdout, so wait a
+    // fixed, generous time for the programs to load instead.
+    std::thread::sleep(Duration::from_secs(3));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(attach.id() as i32, libc::SIGINT) };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while attach.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "attach did not stop on SIGINT");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = attach.wait_with_output().unwrap();
+    let _ = sleeper.kill();
+    let _ = sleeper.wait();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not only the JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert_eq!(json["partial"], false, "Ctrl-C is attach's normal end");
+    assert_eq!(json["metadata"]["settings"]["stopped"], "interrupted");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Traced for"), "the table went to stderr");
+}

@@ -1,0 +1,245 @@
+//! `profiler serve` scraped by a real Prometheus server (Debian package prometheus): syscalls made
+//! by a tracked process come back through Prometheus's HTTP query API. Loads BPF programs: root.
+
+use std::{
+    io::{BufRead as _, BufReader, Read as _, Write as _},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Mutex, MutexGuard, mpsc},
+    time::{Duration, Instant},
+};
+
+/// Tests that load BPF programs run one at a time.
+static KERNEL: Mutex<()> = Mutex::new(());
+
+fn serial() -> MutexGuard<'static, ()> {
+    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Kills (SIGTERM, then SIGKILL after 10 s) and reaps a process when dropped, even on panic.
+struct Killed(Child);
+
+impl Killed {
+    /// SIGTERM and wait up to 10 s; returns whether it exited successfully.
+    fn stop(&mut self) -> bool {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.0.try_wait() {
+                return status.success();
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        false
+    }
+}
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            self.stop();
+        }
+    }
+}
+
+/// A forked child stopped before it makes `closes` close() calls, then exits.
+struct Closer {
+    pid: i32,
+}
+
+impl Closer {
+    fn stopped(closes: u64) -> Self {
+        // SAFETY: the child runs only raw libc calls and leaves with _exit.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork failed");
+        if pid == 0 {
+            // SAFETY: see above.
+            unsafe {
+                libc::raise(libc::SIGSTOP);
+                for _ in 0..closes {
+                    libc::close(libc::dup(0));
+                }
+                libc::_exit(0);
+            }
+        }
+        let mut status = 0;
+        // SAFETY: our own child.
+        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        assert!(rc == pid && libc::WIFSTOPPED(status), "child did not stop");
+        Self { pid }
+    }
+
+    fn run_to_completion(self) {
+        let mut status = 0;
+        // SAFETY: our own child.
+        unsafe {
+            libc::kill(self.pid, libc::SIGCONT);
+            libc::waitpid(self.pid, &mut status, 0);
+        }
+        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+    }
+}
+
+fn require(path: &str, package: &str) -> PathBuf {
+    let p = PathBuf::from(path);
+    assert!(p.is_file(), "{path} is missing: apt-get install -y {package}");
+    p
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// A plain HTTP/1.1 GET on loopback: (status code, body); `None` while nothing listens.
+fn try_get(port: u16, target: &str) -> Option<(u16, String)> {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    write!(stream, "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    Some((status, body))
+}
+
+fn http_get(port: u16, target: &str) -> (u16, String) {
+    try_get(port, target).unwrap_or_else(|| panic!("GET {target} on port {port} failed"))
+}
+
+/// Percent-encodes a PromQL query for a URL.
+fn encode(query: &str) -> String {
+    query
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"_-.~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// The query's single sample value through Prometheus's HTTP API, if it has one yet.
+fn query(port: u16, promql: &str) -> Option<f64> {
+    let (status, body) = try_get(port, &format!("/api/v1/query?query={}", encode(promql)))?;
+    if status != 200 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&body).ok()?;
+    v["data"]["result"][0]["value"][1].as_str()?.parse().ok()
+}
+
+fn start_serve(pid: i32) -> (Killed, u16) {
+    let mut serve = Killed(
+        Command::new(env!("CARGO_BIN_EXE_profiler"))
+            .args(["serve", "--pid", &pid.to_string(), "--listen", "127.0.0.1:0", "--syscalls", "close,read"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    // Its one stderr line says where it listens, once the programs are attached.
+    let stderr = serve.0.stderr.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let line = rx.recv_timeout(Duration::from_secs(60)).expect("profiler serve printed nothing within 60 s");
+    let port = line
+        .split("http://127.0.0.1:")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("no listening address in: {line}"));
+    (serve, port)
+}
+
+fn start_prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
+    let prometheus = require("/usr/bin/prometheus", "prometheus");
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: profiler\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+        ),
+    )
+    .unwrap();
+    let child = Command::new(prometheus)
+        .arg(format!("--config.file={}", config.display()))
+        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+        .spawn()
+        .unwrap();
+    (Killed(child), port)
+}
+
+#[test]
+fn serve_answers_metrics_and_404_elsewhere() {
+    let _serial = serial();
+    const CLOSES: u64 = 5000;
+    let child = Closer::stopped(CLOSES);
+    let (mut serve, port) = start_serve(child.pid);
+    child.run_to_completion();
+    let (status, body) = http_get(port, "/metrics");
+    assert_eq!(status, 200);
+    assert!(body.contains(&format!("syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n")), "{body}");
+    assert!(body.contains(&format!("syscall_profiler_syscall_latency_seconds_count{{syscall=\"close\"}} {CLOSES}\n")));
+    assert_eq!(http_get(port, "/").0, 404);
+    assert_eq!(http_get(port, "/metricsx").0, 404);
+    // Cumulative since start: a second scrape still counts the same calls.
+    assert!(
+        http_get(port, "/metrics")
+            .1
+            .contains(&format!("syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n"))
+    );
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}
+
+#[test]
+fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
+    let _serial = serial();
+    const CLOSES: u64 = 12_345;
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-prometheus-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+
+    let child = Closer::stopped(CLOSES);
+    let (mut serve, serve_port) = start_serve(child.pid);
+    let (mut prometheus, prom_port) = start_prometheus(&dir, serve_port);
+    child.run_to_completion();
+
+    let calls = "syscall_profiler_syscall_calls_total{syscall=\"close\",job=\"profiler\"}";
+    let count = "syscall_profiler_syscall_latency_seconds_count{syscall=\"close\"}";
+    let p50 = "histogram_quantile(0.5, syscall_profiler_syscall_latency_seconds_bucket{syscall=\"close\"})";
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut last = None;
+    while Instant::now() < deadline {
+        last = query(prom_port, calls);
+        if last == Some(CLOSES as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let log_tail: String = log.lines().rev().take(15).collect::<Vec<_>>().join("\n");
+    assert_eq!(last, Some(CLOSES as f64), "Prometheus never saw {CLOSES} close calls; its log ends:\n{log_tail}");
+    assert_eq!(query(prom_port, count), Some(CLOSES as f64));
+    let median = query(prom_port, p50).expect("histogram_quantile has a value");
+    assert!(median > 0.0 && median < 0.01, "median close latency {median} s is not plausible");
+    let up = query(prom_port, "up{job=\"profiler\"}");
+    assert_eq!(up, Some(1.0), "the scrape target is up");
+
+    assert!(prometheus.stop(), "prometheus did not stop cleanly; log:\n{log_tail}");
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+    let _ = std::fs::remove_dir_all(&dir);
+}
