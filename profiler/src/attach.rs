@@ -13,6 +13,8 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
+    cli::ExportArgs,
+    export::{self, ExportData, Measurement, Metadata},
     bpf::{Session, SessionConfig, Syscall, Target},
     process::StoppedChild,
     report::{histogram::log2_histogram, table},
@@ -36,6 +38,8 @@ pub struct AttachOptions {
     pub histograms: bool,
     /// A command to start and trace from its first syscall.
     pub command: Vec<String>,
+    /// Files to write the results to (`--export-json` and friends).
+    pub exports: ExportArgs,
 }
 
 /// Why tracing stopped.
@@ -51,7 +55,8 @@ pub enum StopReason {
     TargetsExited,
 }
 
-/// Runs `profiler attach` and prints its report to stdout. Returns the exit code to use: the
+/// Runs `profiler attach`, prints its report to stdout (stderr when an export takes stdout) and
+/// writes the exports asked for. Returns the exit code to use: the
 /// command's own when one was started (like `strace -c`), else 0.
 pub fn run(options: &AttachOptions) -> Result<i32> {
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -60,7 +65,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             .context("installing the Ctrl-C handler")?;
     }
 
-    let child = if options.command.is_empty() { None } else { Some(StoppedChild::spawn(&options.command, false)?) };
+    let child = if options.command.is_empty() { None } else { Some(StoppedChild::spawn(&options.command, false, None)?) };
     let target = if options.all { Target::All } else { Target::Processes(options.pids.clone()) };
     let config = SessionConfig { syscalls: options.syscalls.clone(), target, noop: false };
     let mut session = match Session::start(&config) {
@@ -84,40 +89,74 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let names: Vec<&str> = options.syscalls.iter().map(|s| s.name.as_str()).collect();
     eprintln!("Tracing {} of {what}. Ctrl-C to stop.", names.join(", "));
 
-    let started = Instant::now();
-    let mut last_interval = (Instant::now(), Snapshot::default());
-    let reason = loop {
-        std::thread::sleep(Duration::from_millis(20));
-        session.flush_logs();
-        if interrupted.load(Ordering::Relaxed) {
-            break StopReason::Interrupted;
-        }
-        if let Some(child) = &child
-            && let Some(code) = child.try_wait()?
-        {
-            break StopReason::CommandExited(code);
-        }
-        if options.duration.is_some_and(|d| started.elapsed() >= d) {
-            break StopReason::Duration;
-        }
-        if child.is_none() && !options.all && !any_alive(&session.tracked_pids()?) {
-            break StopReason::TargetsExited;
-        }
-        if let Some(every) = options.interval
-            && last_interval.0.elapsed() >= every
-        {
-            let now = session.snapshot()?;
-            let delta = now.since(&last_interval.1);
-            println!("--- last {:.2}s ---", last_interval.0.elapsed().as_secs_f64());
-            print!("{}", table::syscall_table(&delta));
+    let metadata = Metadata::collect("attach");
+    // An export sent to stdout keeps stdout to itself; the human report goes to stderr then.
+    let report_to_stderr = options.exports.files().iter().any(|(_, p)| p.as_os_str() == "-");
+    let emit = |text: &str| {
+        if report_to_stderr {
+            eprint!("{text}");
+        } else {
+            print!("{text}");
             let _ = std::io::stdout().flush();
-            last_interval = (Instant::now(), now);
         }
     };
-    let snapshot = session.snapshot()?;
+    let started = Instant::now();
+    let mut last_interval = (Instant::now(), Snapshot::default());
+    let outcome = (|| -> Result<StopReason> {
+        Ok(loop {
+            std::thread::sleep(Duration::from_millis(20));
+            session.flush_logs();
+            if interrupted.load(Ordering::Relaxed) {
+                break StopReason::Interrupted;
+            }
+            if let Some(child) = &child
+                && let Some(code) = child.try_wait()?
+            {
+                break StopReason::CommandExited(code);
+            }
+            if options.duration.is_some_and(|d| started.elapsed() >= d) {
+                break StopReason::Duration;
+            }
+            if child.is_none() && !options.all && !any_alive(&session.tracked_pids()?) {
+                break StopReason::TargetsExited;
+            }
+            if let Some(every) = options.interval
+                && last_interval.0.elapsed() >= every
+            {
+                let now = session.snapshot()?;
+                let delta = now.since(&last_interval.1);
+                emit(&format!("--- last {:.2}s ---\n", last_interval.0.elapsed().as_secs_f64()));
+                emit(&table::syscall_table(&delta));
+                last_interval = (Instant::now(), now);
+            }
+        })
+    })();
+    let final_snapshot = session.snapshot().map_err(anyhow::Error::from);
     session.flush_logs();
     drop(session);
     let elapsed = started.elapsed();
+    let measured = match (outcome, final_snapshot) {
+        (Ok(reason), Ok(snapshot)) => Ok((reason, snapshot)),
+        (Err(error), last) => Err((error, last.ok())),
+        (Ok(_), Err(error)) => Err((error, None)),
+    };
+    let (reason, snapshot) = match measured {
+        Ok(measured) => measured,
+        Err((error, last)) => {
+            // Reading failed part-way: write what was measured until then, marked partial.
+            let earlier = (last_interval.1 != Snapshot::default()).then(|| last_interval.1.clone());
+            if let Some(snapshot) = last.or(earlier) {
+                let data = export_data(options, metadata, snapshot, elapsed, "reading the counters failed", true);
+                if let Err(e) = export::write_exports(&options.exports, &data) {
+                    eprintln!("Error: {e:#}");
+                }
+            }
+            if let Some(child) = child {
+                child.kill();
+            }
+            return Err(error);
+        }
+    };
 
     let ended = match reason {
         StopReason::Duration => "duration reached".to_owned(),
@@ -125,33 +164,67 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         StopReason::CommandExited(code) => format!("command exited with status {code}"),
         StopReason::TargetsExited => "every traced process exited".to_owned(),
     };
-    println!("Traced for {:.2}s ({ended}).", elapsed.as_secs_f64());
-    print!("{}", table::syscall_table(&snapshot));
+    let mut report = format!("Traced for {:.2}s ({ended}).\n", elapsed.as_secs_f64());
+    report.push_str(&table::syscall_table(&snapshot));
     if snapshot.processes.len() > 1 {
-        println!();
-        println!("Per process:");
-        print!("{}", table::process_table(&snapshot));
+        report.push_str("\nPer process:\n");
+        report.push_str(&table::process_table(&snapshot));
     }
     if options.histograms {
         for s in snapshot.syscalls.iter().filter(|s| s.calls > 0) {
-            println!();
-            print!("{}", log2_histogram(&format!("{} latency", s.name), &s.latency, true));
+            report.push('\n');
+            report.push_str(&log2_histogram(&format!("{} latency", s.name), &s.latency, true));
             if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
-                println!();
-                print!("{}", log2_histogram(&format!("{} events per call", s.name), events, false));
+                report.push('\n');
+                report.push_str(&log2_histogram(&format!("{} events per call", s.name), events, false));
             }
         }
     }
+    emit(&report);
+    // Ctrl-C is how attach normally ends, so what it measured is complete, not partial.
+    let data = export_data(options, metadata, snapshot, elapsed, &ended, false);
+    let exported = export::write_exports(&options.exports, &data);
     // A command we started that is still running when tracing stops goes with us.
     if let Some(child) = child
         && !matches!(reason, StopReason::CommandExited(_))
     {
         child.kill();
     }
+    exported?;
     Ok(match reason {
         StopReason::CommandExited(code) => code,
         _ => 0,
     })
+}
+
+/// What `attach` measured, as the one model every export reads: one measurement, no variant.
+fn export_data(
+    options: &AttachOptions,
+    mut metadata: Metadata,
+    snapshot: Snapshot,
+    elapsed: Duration,
+    ended: &str,
+    partial: bool,
+) -> ExportData {
+    metadata.duration_s = elapsed.as_secs_f64();
+    let pids = if options.all {
+        "all".to_owned()
+    } else {
+        options.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    };
+    let settings = [
+        ("pids", pids),
+        ("command", options.command.join(" ")),
+        ("syscalls", options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(",")),
+        ("duration", options.duration.map(|d| humantime::format_duration(d).to_string()).unwrap_or_default()),
+        ("stopped", ended.to_owned()),
+    ];
+    metadata.settings.extend(settings.into_iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.to_owned(), v)));
+    ExportData {
+        metadata,
+        measurements: vec![Measurement { variant: None, concurrency: None, run: None, syscalls: snapshot, load: None }],
+        partial,
+    }
 }
 
 fn any_alive(pids: &[u32]) -> bool {

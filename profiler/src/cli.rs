@@ -1,6 +1,6 @@
 //! The command line (clap definitions only).
 
-use std::time::Duration;
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 
@@ -21,18 +21,23 @@ EXAMPLES:
     profiler attach --pid 1234 --duration 10s          # time the default syscalls of pid 1234
     profiler attach --syscalls close,read -- ./server   # start ./server and trace it, like strace -c
     profiler attach --all --syscalls epoll_wait --hist # every process, with histograms
-    profiler bench overhead                             # what tracing adds per syscall";
+    profiler bench overhead                             # what tracing adds per syscall
+    profiler serve --pid 1234                           # Prometheus /metrics on 127.0.0.1:9464";
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Time the syscalls of running processes (and their children), or of a command.
     Attach(AttachArgs),
+    /// Run the epoll server experiments: every variant under load, syscalls timed in the kernel.
+    Run(RunArgs),
     /// Core-to-core round-trip latency of the ways two threads can talk.
     C2c(C2cArgs),
     /// Measure the profiler itself.
     #[command(subcommand)]
     Bench(BenchCommand),
+    /// Keep timing processes and serve the counters as Prometheus metrics on /metrics.
+    Serve(ServeArgs),
 }
 
 /// `profiler c2c` options.
@@ -104,6 +109,133 @@ pub struct AttachArgs {
     /// A command to start and trace from its first syscall.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
+    /// Files to write the results to.
+    #[command(flatten)]
+    pub exports: ExportArgs,
+}
+
+/// Export flags shared by `attach` and `run`; `-` means stdout (one export at most).
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "Exports")]
+pub struct ExportArgs {
+    /// Everything measured, as JSON (schema: docs/EXPORT_SCHEMA.md).
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// One CSV row per (variant, run, syscall).
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// HdrHistogram percentile tables (.hgrm) and interval logs (.hlog) per (variant, syscall).
+    #[arg(long, value_name = "DIR")]
+    pub export_hdr: Option<PathBuf>,
+    /// Prometheus text exposition format (classic histograms, counters).
+    #[arg(long, value_name = "FILE")]
+    pub export_prom: Option<PathBuf>,
+    /// The report's tables as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// A self-contained HTML report with SVG charts.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+}
+
+/// `profiler serve` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler serve --pid 1234                       # metrics on http://127.0.0.1:9464/metrics
+    profiler serve --all --listen 0.0.0.0:9464      # every process, reachable from other hosts
+    profiler serve --pid 1234 --syscalls read,write,close")]
+pub struct ServeArgs {
+    /// A process to trace (repeatable); the children it forks are followed.
+    #[arg(short, long = "pid", value_name = "PID", required_unless_present = "all")]
+    pub pids: Vec<u32>,
+    /// Trace every process on the machine.
+    #[arg(long, conflicts_with = "pids")]
+    pub all: bool,
+    /// Address to serve /metrics on; loopback unless you name another.
+    #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
+    pub listen: SocketAddr,
+    /// Syscalls to time, comma-separated [default: accept,accept4,close,epoll_wait,epoll_pwait,read].
+    #[arg(short, long, value_delimiter = ',')]
+    pub syscalls: Vec<String>,
+}
+
+/// `profiler run` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler run                                      # all four variants: 3 × 10000 serial requests, then concurrency 10
+    profiler run --variants lt,et --concurrency 10,50,100 --requests 20000
+    profiler run --workload http --duration 5s --concurrency 50
+    profiler run --baseline --strace                  # the profiler's own overhead, and strace's distortion
+    profiler run --idle-conns 10000 --lt-epollout --variants lt,et
+    profiler run --preset comprehensive               # the reference suite in one command")]
+pub struct RunArgs {
+    /// Server variants, comma-separated: lt, et, lt-pure, mp.
+    #[arg(long, value_delimiter = ',', default_value = "lt,et,lt-pure,mp")]
+    pub variants: Vec<String>,
+    /// Traffic: short-echo (connect, echo, close), keepalive-echo, or http (keep-alive).
+    #[arg(long, default_value = "short-echo")]
+    pub workload: String,
+    /// Concurrent clients; a list sweeps it (e.g. 10,50,100). Default: 1 (serial), plus one
+    /// run at 10.
+    #[arg(short, long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub concurrency: Vec<u64>,
+    /// Requests per run [default: 10000].
+    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// Length of each run instead of a request count (e.g. 5s).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Measured runs per variant.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
+    /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
+    #[arg(long, default_value = "500")]
+    pub warmup: String,
+    /// Echo payload in bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=(16 << 20)))]
+    pub payload: u64,
+    /// Open loop at this many requests per second (latency also corrected for coordinated omission).
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// CPUs for the server, e.g. 0 or 0-1 [default on 2+ CPUs: 0].
+    #[arg(long)]
+    pub server_cpus: Option<String>,
+    /// CPUs for the load generator [default on 2+ CPUs: the last one].
+    #[arg(long)]
+    pub client_cpus: Option<String>,
+    /// Worker processes of the mp variant [default: CPUs the server may use].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: Option<u64>,
+    /// Idle connections held open during each measurement (the 10000-idle scenario).
+    #[arg(long, default_value_t = 0)]
+    pub idle_conns: usize,
+    /// Register lt's client sockets for EPOLLOUT too ("EPOLLOUT noise").
+    #[arg(long)]
+    pub lt_epollout: bool,
+    /// Also run each variant once without programs attached: the profiler's overhead.
+    #[arg(long)]
+    pub baseline: bool,
+    /// Also run each variant once under `strace -f -c`: strace's per-call time next to the kernel's.
+    #[arg(long)]
+    pub strace: bool,
+    /// Drop the page cache before each run (cold start).
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// A ready-made suite: `comprehensive` (the reference experiments).
+    #[arg(long)]
+    pub preset: Option<String>,
+    /// Syscalls to time [default: accept,accept4,close,epoll_wait,epoll_pwait,read,write,epoll_ctl,fcntl].
+    #[arg(short, long, value_delimiter = ',')]
+    pub syscalls: Vec<String>,
+    /// The servers binary [default: `servers` next to this executable].
+    #[arg(long, value_name = "PATH")]
+    pub server_bin: Option<PathBuf>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Files to write the results to.
+    #[command(flatten)]
+    pub exports: ExportArgs,
 }
 
 /// `profiler bench` subcommands.

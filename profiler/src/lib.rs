@@ -4,8 +4,11 @@
 //! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
 //! - [`stats`]: the merged measurements every report and export reads.
 //! - [`attach`]: `profiler attach`.
+//! - [`run`]: `profiler run`, the epoll server experiments end to end.
 //! - [`loadgen`]: the tokio load generator `profiler run` drives servers with.
 //! - [`report`]: tables and histograms.
+//! - [`export`]: JSON, CSV, HdrHistogram, Prometheus, Markdown and HTML exports.
+//! - [`serve`]: `profiler serve`, the counters as a Prometheus scrape target.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.
 //! - [`c2c`]: `profiler c2c`, core-to-core latency of the ways two threads can talk.
 
@@ -19,4 +22,6 @@ pub mod export;
 pub mod loadgen;
 pub mod process;
 pub mod report;
+pub mod run;
+pub mod serve;
 pub mod stats;

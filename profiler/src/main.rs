@@ -37,6 +37,7 @@ fn run(cli: Cli) -> Result<i32> {
             if args.pids.is_empty() && !args.all && args.command.is_empty() {
                 anyhow::bail!("nothing to trace: give --pid PID, --all, or a command after --");
             }
+            profiler::export::check_export_args(&args.exports)?;
             let names: Vec<String> = if args.syscalls.is_empty() {
                 DEFAULT_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
             } else {
@@ -50,15 +51,32 @@ fn run(cli: Cli) -> Result<i32> {
                 syscalls: resolve(&names)?,
                 histograms: args.hist,
                 command: args.command,
+                exports: args.exports,
             };
             attach::run(&options)
         }
+        Command::Run(args) => profiler::run::main(&args),
         Command::C2c(args) => {
             run_c2c(&args)?;
             Ok(0)
         }
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;
+            Ok(0)
+        }
+        Command::Serve(args) => {
+            let names: Vec<String> = if args.syscalls.is_empty() {
+                DEFAULT_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
+            } else {
+                args.syscalls
+            };
+            let options = profiler::serve::ServeOptions {
+                pids: args.pids,
+                all: args.all,
+                listen: args.listen,
+                syscalls: resolve(&names)?,
+            };
+            profiler::serve::run(&options)?;
             Ok(0)
         }
     }

@@ -25,8 +25,11 @@ pub struct StoppedChild {
 
 impl StoppedChild {
     /// Forks; the child stops itself with SIGSTOP and, once resumed, execs `command`. With
-    /// `capture_stdout` its stdout is a pipe whose read end is [`StoppedChild::stdout`].
-    pub fn spawn(command: &[String], capture_stdout: bool) -> Result<Self> {
+    /// `capture_stdout` its stdout is a pipe whose read end is [`StoppedChild::stdout`]; with
+    /// `stderr` its stderr goes to that file.
+    pub fn spawn(command: &[String], capture_stdout: bool, stderr: Option<&File>) -> Result<Self> {
+        use std::os::fd::AsRawFd;
+        let stderr_fd = stderr.map_or(-1, AsRawFd::as_raw_fd);
         let Some(first) = command.first() else { bail!("no command given") };
         let program = resolve_program(first)?;
         let program = CString::new(program.as_os_str().as_bytes()).context("NUL in the command path")?;
@@ -53,6 +56,9 @@ impl StoppedChild {
             unsafe {
                 if capture_stdout {
                     libc::dup2(pipe[1], 1);
+                }
+                if stderr_fd >= 0 {
+                    libc::dup2(stderr_fd, 2);
                 }
                 libc::raise(libc::SIGSTOP);
                 libc::execv(program.as_ptr(), argv.as_ptr());

@@ -39,6 +39,11 @@ impl LatencyHistogram {
         }
     }
 
+    /// Adds another histogram's counts.
+    pub fn merge(&mut self, other: &Self) {
+        self.add_counts(&other.counts);
+    }
+
     /// Records `count` values equal to `value` (for tests and synthetic data).
     pub fn record_n(&mut self, value: u64, count: u64) {
         self.counts[bucket_index(value) as usize] += count;
@@ -298,6 +303,46 @@ impl Snapshot {
     #[must_use]
     pub fn total_ns(&self) -> u64 {
         self.syscalls.iter().map(|s| s.total_ns).sum()
+    }
+
+    /// Adds `other` (another run of the same syscall set) into `self`.
+    pub fn merge(&mut self, other: &Self) {
+        for theirs in &other.syscalls {
+            match self.syscalls.iter_mut().find(|s| s.name == theirs.name) {
+                Some(mine) => {
+                    if theirs.calls > 0 && (mine.calls == 0 || theirs.min_ns < mine.min_ns) {
+                        mine.min_ns = theirs.min_ns;
+                    }
+                    mine.max_ns = mine.max_ns.max(theirs.max_ns);
+                    mine.calls += theirs.calls;
+                    mine.total_ns += theirs.total_ns;
+                    mine.dropped += theirs.dropped;
+                    for (a, b) in mine.errors.0.iter_mut().zip(theirs.errors.0) {
+                        *a += b;
+                    }
+                    mine.latency.add_counts(&theirs.latency.counts);
+                    if let (Some(a), Some(b)) = (&mut mine.events, &theirs.events) {
+                        a.add_counts(&b.counts);
+                    }
+                }
+                None => self.syscalls.push(theirs.clone()),
+            }
+        }
+        for theirs in &other.processes {
+            match self.processes.iter_mut().find(|p| p.pid == theirs.pid) {
+                Some(mine) => {
+                    for (a, b) in mine.syscalls.iter_mut().zip(&theirs.syscalls) {
+                        a.calls += b.calls;
+                        a.errors += b.errors;
+                        a.total_ns += b.total_ns;
+                    }
+                }
+                None => self.processes.push(theirs.clone()),
+            }
+        }
+        for (a, b) in self.dropped.0.iter_mut().zip(other.dropped.0) {
+            *a += b;
+        }
     }
 
     /// What happened between `earlier` and `self`.

@@ -11,7 +11,7 @@ use std::{collections::BTreeMap, path::Path};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray},
-    programs::{ProgramError, TracePoint},
+    programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 use profiler_common::{
     DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_SLOTS,
@@ -59,6 +59,28 @@ pub struct Session {
     /// Dense index → pid for the processes user space named.
     named: Vec<u32>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
+    /// Every attachment, so `Drop` can detach them in parallel.
+    links: Vec<(String, TracePointLinkId)>,
+}
+
+impl Drop for Session {
+    /// Detaching a tracepoint waits for an RCU grace period (~70 ms here); one after the other
+    /// that is seconds for the default set. Grace periods overlap when the detaches run
+    /// concurrently, so each link is dropped on its own thread.
+    fn drop(&mut self) {
+        let mut taken = Vec::new();
+        for (name, id) in self.links.drain(..) {
+            let program: Option<&mut TracePoint> =
+                self.ebpf.program_mut(&name).and_then(|p| p.try_into().ok());
+            if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
+                taken.push(link);
+            }
+        }
+        let threads: Vec<_> = taken.into_iter().map(|link| std::thread::spawn(move || drop(link))).collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
 }
 
 impl Session {
@@ -94,7 +116,8 @@ impl Session {
         // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
         let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
 
-        let mut session = Self { ebpf, syscalls: config.syscalls.clone(), named: Vec::new(), logger };
+        let mut session =
+            Self { ebpf, syscalls: config.syscalls.clone(), named: Vec::new(), logger, links: Vec::new() };
         session.write_slots()?;
         for pid in initial {
             session.track(pid)?;
@@ -325,9 +348,10 @@ impl Session {
             program.load().map_err(|e| load_error(name, e))?;
         }
         for (category, tracepoint) in tracepoints {
-            program
+            let id = program
                 .attach(category, tracepoint)
                 .map_err(|e| SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e))?;
+            self.links.push((name.to_owned(), id));
         }
         Ok(())
     }

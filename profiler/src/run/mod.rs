@@ -1,0 +1,507 @@
+//! `profiler run`: start each server variant, drive it with the load generator, time its
+//! syscalls in the kernel, and join both in one report (the reference experiments, without
+//! strace's distortion).
+
+pub mod model;
+pub mod options;
+pub mod report;
+pub mod server;
+pub mod strace;
+
+use std::{
+    cell::RefCell,
+    path::PathBuf,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use self::{
+    model::{RunKind, RunResult, ScenarioResult, Variant, VariantResult},
+    server::{Server, ServerSpec},
+};
+use crate::{
+    bpf::{Session, SessionConfig, Syscall, Target},
+    cli::RunArgs,
+    export::{self, ExportData, LoadSummary, Measurement, Metadata},
+    loadgen::{self, LoadSpec, Stop, Workload},
+    stats::Snapshot,
+};
+
+/// `profiler run`: measure, print the report, write the exports. Returns the exit code: 0, 1 when
+/// a variant failed, 130 when interrupted.
+pub fn main(args: &RunArgs) -> Result<i32> {
+    export::check_export_args(&args.exports)?;
+    crate::bpf::environment::check_privileges()?;
+    crate::bpf::environment::ensure_tracefs()?;
+    let mut options = options::from_args(args)?;
+    options.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut metadata = Metadata::collect("run");
+    let experiment = run(&options)?;
+    metadata.duration_s = experiment.elapsed.as_secs_f64();
+    settings(&mut metadata, &options);
+    print!("{}", report::render(&experiment, &options, &metadata));
+    let data = to_export(&experiment, metadata);
+    export::write_exports(&args.exports, &data)?;
+    let failed = experiment.scenarios.iter().flat_map(|s| &s.variants).any(|v| v.failure.is_some());
+    Ok(if experiment.stopped_early.is_some() {
+        130
+    } else if failed {
+        1
+    } else {
+        0
+    })
+}
+
+fn settings(metadata: &mut Metadata, options: &RunOptions) {
+    let list = |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
+    let s = &mut metadata.settings;
+    s.insert("variants".into(), options.variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(","));
+    s.insert("workload".into(), options.workload.to_string());
+    s.insert("payload_bytes".into(), options.payload.to_string());
+    s.insert("server_cpus".into(), list(&options.server_cpus));
+    s.insert("client_cpus".into(), list(&options.client_cpus));
+    s.insert(
+        "concurrency".into(),
+        options.scenarios.iter().map(|x| x.concurrency.to_string()).collect::<Vec<_>>().join(","),
+    );
+    s.insert("runs".into(), options.scenarios.iter().map(|x| x.runs.to_string()).collect::<Vec<_>>().join(","));
+    s.insert("syscalls".into(), options.syscalls.iter().map(|x| x.name.clone()).collect::<Vec<_>>().join(","));
+    if let Some(rate) = options.rate {
+        s.insert("rate".into(), format!("{rate}"));
+    }
+    if options.idle_conns > 0 {
+        s.insert("idle_conns".into(), options.idle_conns.to_string());
+    }
+}
+
+/// Every profiled run as a measurement, plus one aggregate per (scenario, variant).
+#[must_use]
+pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
+    let mut measurements = Vec::new();
+    for scenario in &experiment.scenarios {
+        for v in &scenario.variants {
+            let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
+            for r in &runs {
+                measurements.push(Measurement {
+                    variant: Some(v.variant.to_string()),
+                    concurrency: Some(scenario.concurrency),
+                    run: Some(r.run),
+                    syscalls: r.syscalls.clone(),
+                    load: Some(load_summary(&[*r])),
+                });
+            }
+            if runs.len() > 1 {
+                measurements.push(Measurement {
+                    variant: Some(v.variant.to_string()),
+                    concurrency: Some(scenario.concurrency),
+                    run: None,
+                    syscalls: v.merged_syscalls(),
+                    load: Some(load_summary(&runs)),
+                });
+            }
+        }
+    }
+    ExportData { metadata, measurements, partial: experiment.stopped_early.is_some() }
+}
+
+fn load_summary(runs: &[&RunResult]) -> LoadSummary {
+    let mut latency = runs[0].load.latency.clone();
+    for r in &runs[1..] {
+        let _ = latency.add(&r.load.latency);
+    }
+    let mut errors = std::collections::BTreeMap::new();
+    for r in runs {
+        for (kind, n) in r.load.errors.by_kind() {
+            if n > 0 {
+                *errors.entry(kind.to_string()).or_insert(0) += n;
+            }
+        }
+    }
+    let cpu = runs.iter().try_fold((0, 0), |(u, s), r| r.server_cpu.map(|c| (u + c.user_ns, s + c.system_ns)));
+    let on_cpu = runs.iter().try_fold(0, |t, r| r.server_cpu.map(|c| t + c.on_cpu_ns));
+    let requests: u64 = runs.iter().map(|r| r.load.requests).sum();
+    let elapsed_s: f64 = runs.iter().map(|r| r.load.elapsed.as_secs_f64()).sum();
+    LoadSummary {
+        requests,
+        elapsed_s,
+        qps: runs.iter().map(|r| r.load.qps()).sum::<f64>() / runs.len() as f64,
+        latency,
+        errors,
+        server_cpu_ns: cpu,
+        server_on_cpu_ns: on_cpu,
+    }
+}
+
+/// Syscalls `profiler run` times by default: the default set plus what the reference's full
+/// strace table shows (write, epoll_ctl, fcntl).
+pub const RUN_SYSCALLS: &[&str] =
+    &["accept", "accept4", "close", "epoll_wait", "epoll_pwait", "read", "write", "epoll_ctl", "fcntl"];
+
+/// One part of an experiment: the same load against every variant, `runs` times.
+#[derive(Clone, Debug)]
+pub struct ScenarioSpec {
+    /// Heading in the report.
+    pub title: String,
+    /// Concurrent clients.
+    pub concurrency: usize,
+    /// Requests or duration per run.
+    pub stop: Stop,
+    /// Profiled runs per variant.
+    pub runs: u32,
+    /// Variants, when not the experiment's.
+    pub variants: Option<Vec<Variant>>,
+    /// One more run per variant without programs attached.
+    pub baseline: bool,
+    /// One more run per variant under `strace -f -c`.
+    pub strace: bool,
+    /// Drop the page cache before each run.
+    pub drop_caches: bool,
+    /// Workers for mp, when not the experiment's.
+    pub workers: Option<usize>,
+}
+
+impl ScenarioSpec {
+    /// A plain scenario: profiled runs only.
+    #[must_use]
+    pub fn new(title: impl Into<String>, concurrency: usize, stop: Stop, runs: u32) -> Self {
+        Self {
+            title: title.into(),
+            concurrency,
+            stop,
+            runs,
+            variants: None,
+            baseline: false,
+            strace: false,
+            drop_caches: false,
+            workers: None,
+        }
+    }
+}
+
+/// Everything `profiler run` was asked to do.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Variants, in order.
+    pub variants: Vec<Variant>,
+    /// The parts of the experiment, in order.
+    pub scenarios: Vec<ScenarioSpec>,
+    /// Traffic.
+    pub workload: Workload,
+    /// Echo payload, bytes.
+    pub payload: usize,
+    /// Open-loop rate, requests per second.
+    pub rate: Option<f64>,
+    /// Warm-up before each measured run.
+    pub warmup: Option<Stop>,
+    /// Server CPUs.
+    pub server_cpus: Vec<usize>,
+    /// Load generator CPUs.
+    pub client_cpus: Vec<usize>,
+    /// mp workers (None: the server's default).
+    pub workers: Option<usize>,
+    /// Idle connections held open during each measurement.
+    pub idle_conns: usize,
+    /// Register lt's client sockets for EPOLLOUT too.
+    pub lt_epollout: bool,
+    /// Syscalls to time.
+    pub syscalls: Vec<Syscall>,
+    /// The `servers` binary.
+    pub server_bin: PathBuf,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// Show a progress bar (when stderr is a terminal).
+    pub progress: bool,
+}
+
+/// Everything measured, possibly cut short.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    /// The scenarios, in order.
+    pub scenarios: Vec<ScenarioResult>,
+    /// Set when it stopped early (Ctrl-C or a fault): why.
+    pub stopped_early: Option<String>,
+    /// Wall time.
+    pub elapsed: Duration,
+}
+
+/// Runs the experiment. Faults in one variant are recorded and the rest goes on; Ctrl-C stops
+/// after the current run, and what was measured is returned either way.
+pub fn run(options: &RunOptions) -> Result<Experiment> {
+    crate::bpf::environment::check_privileges()?;
+    crate::bpf::environment::ensure_tracefs()?;
+    if !options.server_bin.is_file() {
+        bail!(
+            "server binary {} not found: build it with `cargo build --release -p servers` or pass --server-bin PATH",
+            options.server_bin.display()
+        );
+    }
+    if options.scenarios.iter().any(|s| s.strace) && crate::process::resolve_program("strace").is_err() {
+        bail!("--strace needs strace: apt-get install strace");
+    }
+    let interrupted = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second Ctrl-C exits at once.
+        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted))
+            .context("installing the Ctrl-C handler")?;
+        signal_hook::flag::register(signal, Arc::clone(&interrupted)).context("installing the Ctrl-C handler")?;
+    }
+    server::raise_nofile_limit(options.idle_conns as u64 + 4096);
+
+    let started = Instant::now();
+    let progress = Progress::new(options);
+    let mut scenarios = Vec::new();
+    let mut stopped_early = None;
+    'scenarios: for spec in &options.scenarios {
+        let variants = spec.variants.clone().unwrap_or_else(|| options.variants.clone());
+        let mut result = ScenarioResult { title: spec.title.clone(), concurrency: spec.concurrency, variants: Vec::new() };
+        for variant in variants {
+            let mut vr = VariantResult { variant, runs: Vec::new(), failure: None };
+            let mut plan: Vec<(RunKind, u32)> = (1..=spec.runs).map(|r| (RunKind::Profiled, r)).collect();
+            if spec.baseline {
+                plan.push((RunKind::Baseline, 1));
+            }
+            if spec.strace {
+                plan.push((RunKind::Strace, 1));
+            }
+            for (kind, number) in plan {
+                if interrupted.load(Ordering::Relaxed) {
+                    stopped_early = Some("interrupted".to_owned());
+                    result.variants.push(vr);
+                    scenarios.push(result);
+                    break 'scenarios;
+                }
+                progress.start_run(&spec.title, variant, kind, number);
+                match measure_run(options, spec, variant, kind, number, &progress) {
+                    Ok(run) => {
+                        if let Some(how) = &run.server_died {
+                            vr.failure = Some(format!("the server {how} during {} run {number}", kind_name(kind)));
+                        }
+                        let died = run.server_died.is_some();
+                        vr.runs.push(run);
+                        if died {
+                            break;
+                        }
+                    }
+                    Err(e) => {
+                        let message = format!("{} run {number}: {e:#}", kind_name(kind));
+                        progress.println(&format!("warning: {variant}: {message}"));
+                        vr.failure = Some(message);
+                        break;
+                    }
+                }
+            }
+            result.variants.push(vr);
+        }
+        scenarios.push(result);
+    }
+    progress.finish();
+    Ok(Experiment { scenarios, stopped_early, elapsed: started.elapsed() })
+}
+
+fn kind_name(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Profiled => "profiled",
+        RunKind::Baseline => "baseline",
+        RunKind::Strace => "strace",
+    }
+}
+
+/// One run: start the server (tracked from its first syscall when profiled), warm up, zero the
+/// kernel counters, measure, read, stop.
+fn measure_run(
+    options: &RunOptions,
+    spec: &ScenarioSpec,
+    variant: Variant,
+    kind: RunKind,
+    number: u32,
+    progress: &Progress,
+) -> Result<RunResult> {
+    if spec.drop_caches {
+        server::drop_caches()?;
+    }
+    let strace_out = tempfile::NamedTempFile::new().context("creating strace's output file")?;
+    let server_spec = ServerSpec {
+        binary: options.server_bin.clone(),
+        variant,
+        protocol: if options.workload == Workload::HttpKeepAlive { "http" } else { "echo" },
+        cpus: options.server_cpus.clone(),
+        workers: spec.workers.or(options.workers),
+        lt_epollout: options.lt_epollout,
+        nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
+        strace: (kind == RunKind::Strace).then(|| {
+            (strace_out.path().to_path_buf(), options.syscalls.iter().map(|s| s.name.clone()).collect())
+        }),
+    };
+    let session: RefCell<Option<Session>> = RefCell::new(None);
+    let mut server = Server::start(&server_spec, |pid| {
+        if kind == RunKind::Profiled {
+            let s = Session::start(&SessionConfig {
+                syscalls: options.syscalls.clone(),
+                target: Target::Processes(vec![pid]),
+                noop: false,
+            })?;
+            *session.borrow_mut() = Some(s);
+        }
+        Ok(())
+    })?;
+    let idle = if options.idle_conns > 0 {
+        Some(server::open_idle_connections(server.addr, options.idle_conns)?)
+    } else {
+        None
+    };
+
+    let mut load_spec = LoadSpec::new(server.addr, options.workload);
+    load_spec.concurrency = spec.concurrency;
+    load_spec.payload = options.payload;
+    load_spec.rate = options.rate;
+    load_spec.client_cpus = options.client_cpus.clone();
+    load_spec.timeout = options.timeout;
+    if let Some(warmup) = options.warmup {
+        let mut warm = load_spec.clone();
+        warm.stop = warmup;
+        warm.rate = None;
+        loadgen::run(&warm).context("warm-up")?;
+    }
+    load_spec.stop = spec.stop;
+    let counter = Arc::new(AtomicU64::new(0));
+    load_spec.progress = Some(Arc::clone(&counter));
+
+    let mut session = session.into_inner();
+    if let Some(s) = &mut session {
+        s.reset()?;
+    }
+    let pids = match &session {
+        Some(s) => s.tracked_pids()?,
+        None => vec![server.pid()],
+    };
+    let cpu_before = server::cpu_time(&pids);
+    let ticker = progress.follow(Arc::clone(&counter), spec.stop);
+    let load = loadgen::run(&load_spec);
+    drop(ticker);
+    let syscalls = match &session {
+        Some(s) => settled_snapshot(s)?,
+        None => Snapshot::default(),
+    };
+    let pids_after = match &session {
+        Some(s) => s.tracked_pids()?,
+        None => pids,
+    };
+    let cpu_after = server::cpu_time(&pids_after);
+    let server_died = server.exit_status()?.map(|how| format!("{how}{}", server.stderr_tail()));
+    drop(idle);
+    drop(session);
+    server.stop(kind == RunKind::Strace)?;
+    let load = load?;
+
+    let strace = if kind == RunKind::Strace {
+        strace::parse_summary(&std::fs::read_to_string(strace_out.path()).unwrap_or_default())
+    } else {
+        Vec::new()
+    };
+    let server_cpu = (kind != RunKind::Strace && server_died.is_none()).then(|| cpu_after.since(&cpu_before));
+    let requests_attempted = match spec.stop {
+        Stop::Requests(n) => n,
+        Stop::Duration(_) => load.requests + load.errors.total(),
+    };
+    Ok(RunResult { run: number, kind, load, syscalls, strace, server_cpu, server_died, requests_attempted })
+}
+
+/// The client has its last answer before the server has closed that connection: wait (at most
+/// 200 ms) until two snapshots 10 ms apart agree, so the run's last close is in its table.
+fn settled_snapshot(session: &Session) -> Result<Snapshot> {
+    let calls = |s: &Snapshot| s.syscalls.iter().map(|x| x.calls).sum::<u64>();
+    let deadline = Instant::now() + Duration::from_millis(200);
+    let mut last = session.snapshot()?;
+    loop {
+        std::thread::sleep(Duration::from_millis(10));
+        let now = session.snapshot()?;
+        if calls(&now) == calls(&last) || Instant::now() >= deadline {
+            return Ok(now);
+        }
+        last = now;
+    }
+}
+
+/// The progress bar on stderr (hidden when stderr is not a terminal).
+struct Progress {
+    bar: indicatif::ProgressBar,
+}
+
+impl Progress {
+    fn new(options: &RunOptions) -> Self {
+        let bar = if options.progress {
+            indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr())
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{spinner} {msg:40} [{bar:30}] {pos}/{len} {per_sec}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+        );
+        Self { bar }
+    }
+
+    fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32) {
+        self.bar.set_position(0);
+        self.bar.set_message(format!("{title}: {variant} {} {number}", kind_name(kind)));
+    }
+
+    /// Moves the bar with the load generator's counter until the returned guard is dropped.
+    fn follow(&self, counter: Arc<AtomicU64>, stop: Stop) -> Option<ProgressTicker> {
+        if self.bar.is_hidden() {
+            return None;
+        }
+        let len = match stop {
+            Stop::Requests(n) => n,
+            Stop::Duration(d) => d.as_millis() as u64,
+        };
+        self.bar.set_length(len);
+        let bar = self.bar.clone();
+        let done = Arc::new(AtomicBool::new(false));
+        let done2 = Arc::clone(&done);
+        let started = Instant::now();
+        let handle = std::thread::spawn(move || {
+            while !done2.load(Ordering::Relaxed) {
+                let pos = match stop {
+                    Stop::Requests(_) => counter.load(Ordering::Relaxed),
+                    Stop::Duration(_) => started.elapsed().as_millis() as u64,
+                };
+                bar.set_position(pos);
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        Some(ProgressTicker { done, handle: Some(handle) })
+    }
+
+    fn println(&self, line: &str) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
+    fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+struct ProgressTicker {
+    done: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for ProgressTicker {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}

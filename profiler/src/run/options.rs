@@ -1,0 +1,228 @@
+//! From the command line to a [`RunOptions`]: defaults, validation, the `comprehensive` preset.
+
+use anyhow::{Context as _, Result, bail};
+
+use super::{RUN_SYSCALLS, RunOptions, ScenarioSpec, model::Variant, server};
+use crate::{
+    bpf::Syscall,
+    cli::{RunArgs, parse_duration},
+    loadgen::{Stop, Workload},
+};
+
+/// Requests per run when neither `--requests` nor `--duration` is given.
+pub const DEFAULT_REQUESTS: u64 = 10_000;
+/// Runs per scenario when `--runs` is not given.
+pub const DEFAULT_RUNS: u32 = 3;
+
+/// Validates `args` and builds the options (syscall names are resolved by the caller's check of
+/// tracefs first).
+pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
+    let mut variants = Vec::new();
+    for name in args.variants.iter().filter(|n| !n.trim().is_empty()) {
+        let v: Variant = name.parse().map_err(anyhow::Error::msg)?;
+        if !variants.contains(&v) {
+            variants.push(v);
+        }
+    }
+    if variants.is_empty() {
+        bail!("--variants is empty: name at least one of lt, et, lt-pure, mp");
+    }
+    let workload: Workload = args.workload.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    if let Some(rate) = args.rate
+        && !(rate.is_finite() && rate > 0.0)
+    {
+        bail!("--rate {rate} is not a positive number of requests per second");
+    }
+    let online = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let server_cpus = match &args.server_cpus {
+        Some(list) => parse_cpu_list(list, online).context("--server-cpus")?,
+        None if online >= 2 => vec![0],
+        None => Vec::new(),
+    };
+    let client_cpus = match &args.client_cpus {
+        Some(list) => parse_cpu_list(list, online).context("--client-cpus")?,
+        None if online >= 2 => vec![online - 1],
+        None => Vec::new(),
+    };
+    let warmup = parse_warmup(&args.warmup)?;
+    let stop = match (args.requests, args.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Requests(DEFAULT_REQUESTS),
+    };
+    let runs = args.runs.unwrap_or(DEFAULT_RUNS);
+    let name = |c: u64| scenario_title(workload, stop, c);
+    let mut scenarios = match args.preset.as_deref() {
+        Some("comprehensive") => comprehensive(),
+        Some(other) => bail!("unknown preset '{other}': the one preset is `comprehensive`"),
+        None if args.concurrency.is_empty() => vec![
+            ScenarioSpec::new(name(1), 1, stop, runs),
+            ScenarioSpec::new(name(10), 10, stop, 1),
+        ],
+        None => args.concurrency.iter().map(|&c| ScenarioSpec::new(name(c), c as usize, stop, runs)).collect(),
+    };
+    for s in &mut scenarios {
+        s.baseline |= args.baseline;
+        s.strace |= args.strace;
+        s.drop_caches |= args.drop_caches;
+    }
+    if (args.drop_caches || scenarios.iter().any(|s| s.drop_caches))
+        && std::fs::metadata("/proc/sys/vm/drop_caches").is_err()
+    {
+        bail!("--drop-caches needs /proc/sys/vm/drop_caches, which this system does not have");
+    }
+    let names: Vec<String> = if args.syscalls.is_empty() {
+        RUN_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
+    } else {
+        args.syscalls.clone()
+    };
+    let server_bin = match &args.server_bin {
+        Some(p) => p.clone(),
+        None => server::default_server_binary().context(
+            "the `servers` binary is not next to profiler: build it (`cargo build --release -p servers`) or pass --server-bin PATH",
+        )?,
+    };
+    Ok(RunOptions {
+        variants,
+        scenarios,
+        workload,
+        payload: usize::try_from(args.payload).unwrap_or(64),
+        rate: args.rate,
+        warmup,
+        server_cpus,
+        client_cpus,
+        workers: args.workers.map(|w| w as usize),
+        idle_conns: args.idle_conns,
+        lt_epollout: args.lt_epollout,
+        syscalls: Syscall::resolve_list(&names)?,
+        server_bin,
+        timeout: args.timeout,
+        progress: true,
+    })
+}
+
+fn scenario_title(workload: Workload, stop: Stop, concurrency: u64) -> String {
+    let amount = match stop {
+        Stop::Requests(n) => format!("{n} requests"),
+        Stop::Duration(d) => format!("{:.1}s", d.as_secs_f64()),
+    };
+    let kind = match workload {
+        Workload::ShortEcho => "short-connection echo",
+        Workload::KeepAliveEcho => "keep-alive echo",
+        Workload::HttpKeepAlive => "HTTP keep-alive",
+    };
+    if concurrency == 1 {
+        format!("{amount}, serial {kind}")
+    } else {
+        format!("{amount}, {kind} at concurrency {concurrency}")
+    }
+}
+
+/// `500` (requests), `1s` (duration), or `0` (none).
+fn parse_warmup(s: &str) -> Result<Option<Stop>> {
+    let s = s.trim();
+    if s == "0" {
+        return Ok(None);
+    }
+    if let Ok(n) = s.parse::<u64>() {
+        return Ok(Some(Stop::Requests(n)));
+    }
+    parse_duration(s).map(|d| Some(Stop::Duration(d))).map_err(|e| {
+        anyhow::anyhow!("--warmup {e}; or give a request count such as 500, or 0 for none")
+    })
+}
+
+/// `0`, `0,2`, `0-3`, `0-1,4` → CPU numbers, each online.
+pub fn parse_cpu_list(list: &str, online: usize) -> Result<Vec<usize>> {
+    let mut cpus = Vec::new();
+    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (lo, hi) = match part.split_once('-') {
+            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
+            None => (part.parse::<usize>(), part.parse::<usize>()),
+        };
+        let (Ok(lo), Ok(hi)) = (lo, hi) else {
+            bail!("'{list}' is not a CPU list: use numbers and ranges such as 0, 0-1 or 0,2");
+        };
+        if lo > hi {
+            bail!("'{part}' is an empty range: write the lower CPU first");
+        }
+        for cpu in lo..=hi {
+            if cpu >= online {
+                bail!("CPU {cpu} is not online: this machine has CPUs 0-{}", online.saturating_sub(1));
+            }
+            if !cpus.contains(&cpu) {
+                cpus.push(cpu);
+            }
+        }
+    }
+    if cpus.is_empty() {
+        bail!("'{list}' names no CPU");
+    }
+    Ok(cpus)
+}
+
+/// The reference suite (`epoll-4core-vs-20core-experiment`): short runs, long runs, a
+/// concurrency sweep, strace against the kernel, the mp worker distribution, cold against warm.
+#[must_use]
+pub fn comprehensive() -> Vec<ScenarioSpec> {
+    let all = Variant::ALL.to_vec();
+    let mut short = ScenarioSpec::new("Short runs: 100 serial requests ×3", 1, Stop::Requests(100), 3);
+    short.variants = Some(all.clone());
+    let long = ScenarioSpec::new("Long runs: 10000 serial requests ×3", 1, Stop::Requests(10_000), 3);
+    let mut sweep: Vec<ScenarioSpec> = [10usize, 50, 100]
+        .into_iter()
+        .map(|c| {
+            let mut s = ScenarioSpec::new(format!("Concurrency sweep: {c} clients, 10000 requests"), c, Stop::Requests(10_000), 1);
+            s.variants = Some(vec![Variant::Lt, Variant::Et, Variant::Mp]);
+            s
+        })
+        .collect();
+    let mut strace = ScenarioSpec::new("strace against the kernel: 10000 serial requests", 1, Stop::Requests(10_000), 1);
+    strace.variants = Some(vec![Variant::Lt, Variant::Et, Variant::LtPure]);
+    strace.strace = true;
+    let mut mp = ScenarioSpec::new("mp worker distribution: 4 workers, 10 clients", 10, Stop::Requests(10_000), 1);
+    mp.variants = Some(vec![Variant::Mp]);
+    mp.workers = Some(4);
+    let mut cold = ScenarioSpec::new("Cold start: drop_caches before each run", 1, Stop::Requests(1000), 5);
+    cold.variants = Some(vec![Variant::Lt]);
+    cold.drop_caches = true;
+    let mut warm = ScenarioSpec::new("Warm: the same without drop_caches", 1, Stop::Requests(1000), 4);
+    warm.variants = Some(vec![Variant::Lt]);
+    let mut out = vec![short, long];
+    out.append(&mut sweep);
+    out.extend([strace, mp, cold, warm]);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn cpu_lists() {
+        assert_eq!(parse_cpu_list("0", 2).unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("0-1", 2).unwrap(), vec![0, 1]);
+        assert!(parse_cpu_list("2", 2).unwrap_err().to_string().contains("not online"));
+        assert!(parse_cpu_list("a", 2).unwrap_err().to_string().contains("not a CPU list"));
+        assert!(parse_cpu_list("1-0", 2).is_err());
+    }
+
+    #[test]
+    fn warmup_forms() {
+        assert_eq!(parse_warmup("0").unwrap(), None);
+        assert_eq!(parse_warmup("500").unwrap(), Some(Stop::Requests(500)));
+        assert_eq!(parse_warmup("1s").unwrap(), Some(Stop::Duration(Duration::from_secs(1))));
+        assert!(parse_warmup("soon").is_err());
+    }
+
+    #[test]
+    fn comprehensive_covers_the_reference_parts() {
+        let s = comprehensive();
+        assert!(s.iter().any(|x| x.strace));
+        assert!(s.iter().any(|x| x.drop_caches));
+        assert!(s.iter().any(|x| x.workers == Some(4)));
+        assert_eq!(s.iter().filter(|x| x.title.starts_with("Concurrency sweep")).count(), 3);
+    }
+}

@@ -1,0 +1,455 @@
+//! The text report of `profiler run`: per scenario, the runs, the kernel-timed syscalls, server
+//! CPU, mp workers, a side-by-side comparison, and the baseline and strace columns.
+
+use std::fmt::Write as _;
+
+use super::{
+    Experiment, RunOptions,
+    model::{RunKind, RunResult, ScenarioResult, Spread, Variant, VariantResult, gini, outliers},
+};
+use crate::{
+    export::Metadata,
+    report::{
+        table::{TextTable, errors_cell},
+        units::{duration, duration_ns, percent},
+    },
+    stats::Snapshot,
+};
+
+/// The whole report.
+#[must_use]
+pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "syscall-profiler {} — profiler run", metadata.profiler_version);
+    let _ = writeln!(out, "kernel {}, {} ({} CPUs online)", metadata.kernel, metadata.cpu_model, metadata.cpus_online);
+    let cpus = |c: &[usize]| {
+        if c.is_empty() { "any".to_owned() } else { c.iter().map(usize::to_string).collect::<Vec<_>>().join(",") }
+    };
+    let _ = writeln!(
+        out,
+        "server CPUs {}, client CPUs {}; workload {}, payload {} B{}{}",
+        cpus(&options.server_cpus),
+        cpus(&options.client_cpus),
+        options.workload,
+        options.payload,
+        options.rate.map_or(String::new(), |r| format!(", open loop at {r:.0} req/s")),
+        if options.idle_conns > 0 { format!(", {} idle connections", options.idle_conns) } else { String::new() },
+    );
+    let _ = writeln!(
+        out,
+        "syscalls timed in the kernel: {}",
+        options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+    );
+    if let Some(why) = &experiment.stopped_early {
+        let _ = writeln!(out, "PARTIAL: the experiment stopped early ({why}); everything measured until then follows.");
+    }
+    for scenario in &experiment.scenarios {
+        out.push('\n');
+        out.push_str(&render_scenario(scenario));
+    }
+    let _ = writeln!(out, "\nTotal time {:.1}s.", experiment.elapsed.as_secs_f64());
+    out
+}
+
+fn render_scenario(s: &ScenarioResult) -> String {
+    let mut out = String::new();
+    let runs = s.variants.iter().map(|v| v.of_kind(RunKind::Profiled).count()).max().unwrap_or(0);
+    let _ = writeln!(out, "== {} (concurrency {}, {} run{}) ==", s.title, s.concurrency, runs, if runs == 1 { "" } else { "s" });
+    for v in s.variants.iter().filter(|v| v.failure.is_some()) {
+        let _ = writeln!(out, "!! {}: {}", v.variant, v.failure.as_deref().unwrap_or_default());
+    }
+    out.push_str(&runs_table(s));
+    out.push_str(&syscall_table(s));
+    out.push_str(&cpu_table(s));
+    out.push_str(&workers_table(s));
+    out.push_str(&comparison_table(s));
+    out.push_str(&baseline_table(s));
+    out.push_str(&strace_table(s));
+    out
+}
+
+fn runs_table(s: &ScenarioResult) -> String {
+    let mut out = String::from("\nEnd to end (load generator):\n");
+    let mut table = TextTable::new(["variant", "run", "QPS", "p50", "p99", "p99.9", "max", "requests", "errors"]);
+    let mut warnings = Vec::new();
+    for v in &s.variants {
+        let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
+        let qps: Vec<f64> = runs.iter().map(|r| r.load.qps()).collect();
+        let flagged = outliers(&qps);
+        for (i, r) in runs.iter().enumerate() {
+            let l = &r.load.latency;
+            let mark = if flagged.contains(&i) { " (outlier)" } else { "" };
+            table.row([
+                v.variant.to_string(),
+                format!("{}{mark}", r.run),
+                format!("{:.0}", r.load.qps()),
+                duration(l.value_at_quantile(0.50)),
+                duration(l.value_at_quantile(0.99)),
+                duration(l.value_at_quantile(0.999)),
+                duration(l.max()),
+                r.load.requests.to_string(),
+                r.load.errors.to_string(),
+            ]);
+        }
+        if runs.len() > 1 {
+            let spread = Spread::of(&qps);
+            table.row([
+                v.variant.to_string(),
+                "all".to_owned(),
+                format!("{:.0} ± {:.0}", spread.mean, spread.stddev),
+                format!("min {:.0}", spread.min),
+                format!("max {:.0}", spread.max),
+                String::new(),
+                String::new(),
+                runs.iter().map(|r| r.load.requests).sum::<u64>().to_string(),
+                runs.iter().map(|r| r.load.errors.total()).sum::<u64>().to_string(),
+            ]);
+        }
+        for i in flagged {
+            warnings.push(format!(
+                "warning: {} run {}: {:.0} QPS lies more than 3 MADs from the median {:.0}; an interrupted or disturbed run (rerun, or use more --runs)",
+                v.variant,
+                runs[i].run,
+                qps[i],
+                super::model::median(&qps)
+            ));
+        }
+        if let Some(first) = runs.first().filter(|_| runs.len() >= 3)
+            && qps.len() >= 3
+            && first.load.qps() < 0.8 * super::model::median(&qps[1..])
+        {
+            warnings.push(format!(
+                "warning: {} run 1 was much slower than the rest: a cold start (caches, CPU frequency); consider a longer --warmup",
+                v.variant
+            ));
+        }
+    }
+    out.push_str(&table.render());
+    for v in &s.variants {
+        let mut connect = None::<hdrhistogram::Histogram<u64>>;
+        for r in v.of_kind(RunKind::Profiled) {
+            if let Some(h) = &r.load.connect_latency {
+                match &mut connect {
+                    Some(c) => {
+                        let _ = c.add(h);
+                    }
+                    None => connect = Some(h.clone()),
+                }
+            }
+        }
+        if let Some(c) = connect.filter(|c| !c.is_empty()) {
+            let _ = writeln!(
+                out,
+                "{}: connect() p50 {}, p99 {}",
+                v.variant,
+                duration(c.value_at_quantile(0.5)),
+                duration(c.value_at_quantile(0.99))
+            );
+        }
+    }
+    for w in warnings {
+        let _ = writeln!(out, "{w}");
+    }
+    out
+}
+
+fn requests_of(v: &VariantResult) -> u64 {
+    v.of_kind(RunKind::Profiled).map(RunResult::requests_finished).sum()
+}
+
+fn syscall_table(s: &ScenarioResult) -> String {
+    let mut out = String::from("\nSyscalls (timed in the kernel, all profiled runs):\n");
+    let mut table = TextTable::new([
+        "variant", "syscall", "calls", "calls/req", "errors", "mean", "p50", "p99", "max", "total", "share",
+    ]);
+    let mut events = Vec::new();
+    let mut dropped = Vec::new();
+    for v in &s.variants {
+        let merged = v.merged_syscalls();
+        let requests = requests_of(v).max(1) as f64;
+        let total_time = merged.total_ns() as f64;
+        let mut rows: Vec<_> = merged.syscalls.iter().filter(|x| x.calls > 0).collect();
+        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        for x in rows {
+            table.row([
+                v.variant.to_string(),
+                x.name.clone(),
+                x.calls.to_string(),
+                format!("{:.2}", x.calls as f64 / requests),
+                error_share_cell(x),
+                duration_ns(x.mean_ns()),
+                duration(x.latency.value_at_quantile(0.5)),
+                duration(x.latency.value_at_quantile(0.99)),
+                duration(x.max_ns),
+                duration(x.total_ns),
+                percent(x.total_ns as f64, total_time),
+            ]);
+            if let Some(e) = x.events.as_ref().filter(|e| e.total() > 0) {
+                events.push(format!(
+                    "{} {}: {:.2} events per call (p99 {})",
+                    v.variant,
+                    x.name,
+                    e.mean(),
+                    e.value_at_quantile(0.99)
+                ));
+            }
+        }
+        let lost = merged.dropped.lost();
+        if lost > 0 {
+            dropped.push(format!("{}: {lost} calls not recorded", v.variant));
+        }
+    }
+    if table.is_empty() {
+        return String::new();
+    }
+    out.push_str(&table.render());
+    for line in events {
+        let _ = writeln!(out, "{line}");
+    }
+    if dropped.is_empty() {
+        out.push_str("dropped: 0 (every call was recorded)\n");
+    } else {
+        let _ = writeln!(out, "dropped: {}", dropped.join("; "));
+    }
+    out
+}
+
+/// "10000 (50.0% EAGAIN)" style.
+fn error_share_cell(x: &crate::stats::SyscallSummary) -> String {
+    match x.errors.top() {
+        Some((class, n)) if x.calls > 0 => {
+            format!("{} ({} {})", x.errors.total(), percent(n as f64, x.calls as f64), class.name())
+        }
+        _ => errors_cell(x),
+    }
+}
+
+fn cpu_table(s: &ScenarioResult) -> String {
+    let mut table = TextTable::new(["variant", "CPU/req", "system share", "CPU busy"]);
+    for v in &s.variants {
+        let mut cpu = super::model::CpuTime::default();
+        let (mut requests, mut elapsed) = (0u64, 0.0f64);
+        for r in v.of_kind(RunKind::Profiled) {
+            if let Some(c) = r.server_cpu {
+                cpu.add(&c);
+                requests += r.requests_finished();
+                elapsed += r.load.elapsed.as_secs_f64();
+            }
+        }
+        if requests == 0 {
+            continue;
+        }
+        table.row([
+            v.variant.to_string(),
+            duration_ns(cpu.on_cpu_ns as f64 / requests as f64),
+            percent(cpu.system_ns as f64, (cpu.user_ns + cpu.system_ns) as f64),
+            percent(cpu.on_cpu_ns as f64, elapsed * 1e9),
+        ]);
+    }
+    if table.is_empty() {
+        return String::new();
+    }
+    format!(
+        "\nServer CPU (on-CPU time from schedstat; system share from the 10 ms tick samples):\n{}",
+        table.render()
+    )
+}
+
+fn workers_table(s: &ScenarioResult) -> String {
+    let mut out = String::new();
+    for v in s.variants.iter().filter(|v| v.variant == Variant::Mp) {
+        // Each run has its own workers (new pids): one table for the first run, a line for each.
+        for (i, run) in v.of_kind(RunKind::Profiled).enumerate() {
+            let Some((table, summary)) = worker_distribution(&run.syscalls) else { continue };
+            if i == 0 {
+                let _ = writeln!(out, "\nmp workers (SO_REUSEPORT distribution), run {}:", run.run);
+                out.push_str(&table);
+            }
+            let _ = writeln!(out, "run {}: {summary}", run.run);
+        }
+    }
+    out
+}
+
+/// Per worker of one run: accept calls, successful accepts, share; and a summary line.
+fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
+    let slots: Vec<usize> = snapshot
+        .syscalls
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.name == "accept" || x.name == "accept4")
+        .map(|(i, _)| i)
+        .collect();
+    if slots.is_empty() {
+        return None;
+    }
+    let rows: Vec<(u32, u64, u64)> = snapshot
+        .processes
+        .iter()
+        .map(|p| {
+            let calls: u64 = slots.iter().map(|&i| p.syscalls.get(i).map_or(0, |x| x.calls)).sum();
+            let errors: u64 = slots.iter().map(|&i| p.syscalls.get(i).map_or(0, |x| x.errors)).sum();
+            (p.pid, calls, calls - errors)
+        })
+        .filter(|(_, calls, _)| *calls > 0)
+        .collect();
+    if rows.is_empty() {
+        return None;
+    }
+    let accepted: Vec<u64> = rows.iter().map(|r| r.2).collect();
+    let total: u64 = accepted.iter().sum();
+    let mut table = TextTable::new(["worker pid", "accept calls", "accepted", "share"]);
+    for (pid, calls, ok) in &rows {
+        table.row([pid.to_string(), calls.to_string(), ok.to_string(), percent(*ok as f64, total as f64)]);
+    }
+    let spread = Spread::of(&accepted.iter().map(|&a| a as f64).collect::<Vec<_>>());
+    let summary = format!(
+        "{} worker{}, accepted mean {:.1} ± {:.1}, Gini {:.3}",
+        rows.len(),
+        if rows.len() == 1 { "" } else { "s" },
+        spread.mean,
+        spread.stddev,
+        gini(&accepted)
+    );
+    Some((table.render(), summary))
+}
+
+fn comparison_table(s: &ScenarioResult) -> String {
+    let measured: Vec<&VariantResult> = s.variants.iter().filter(|v| v.of_kind(RunKind::Profiled).next().is_some()).collect();
+    if measured.len() < 2 {
+        return String::new();
+    }
+    let mut header = vec!["metric".to_owned()];
+    header.extend(measured.iter().map(|v| v.variant.to_string()));
+    let mut table = TextTable::new(header);
+    let row = |name: &str, f: &dyn Fn(&VariantResult, &Snapshot, f64) -> String| {
+        let mut cells = vec![name.to_owned()];
+        for v in &measured {
+            let merged = v.merged_syscalls();
+            let requests = requests_of(v).max(1) as f64;
+            cells.push(f(v, &merged, requests));
+        }
+        cells
+    };
+    let qps = |v: &VariantResult| -> Vec<f64> { v.of_kind(RunKind::Profiled).map(|r| r.load.qps()).collect() };
+    let latency = |v: &VariantResult, q: f64| -> String {
+        let mut all = None::<hdrhistogram::Histogram<u64>>;
+        for r in v.of_kind(RunKind::Profiled) {
+            match &mut all {
+                Some(h) => {
+                    let _ = h.add(&r.load.latency);
+                }
+                None => all = Some(r.load.latency.clone()),
+            }
+        }
+        all.map_or("-".to_owned(), |h| duration(h.value_at_quantile(q)))
+    };
+    let per_call = |name: &'static str| {
+        move |_: &VariantResult, m: &Snapshot, _: f64| {
+            m.syscall(name).filter(|x| x.calls > 0).map_or("-".to_owned(), |x| duration_ns(x.mean_ns()))
+        }
+    };
+    table.row(row("QPS (mean of runs)", &|v, _, _| format!("{:.0}", Spread::of(&qps(v)).mean)));
+    table.row(row("QPS σ", &|v, _, _| format!("{:.0}", Spread::of(&qps(v)).stddev)));
+    table.row(row("latency p50", &|v, _, _| latency(v, 0.5)));
+    table.row(row("latency p99", &|v, _, _| latency(v, 0.99)));
+    table.row(row("latency p99.9", &|v, _, _| latency(v, 0.999)));
+    for name in ["close", "accept", "accept4", "read", "write", "epoll_wait", "epoll_ctl", "fcntl"] {
+        if measured.iter().any(|v| v.merged_syscalls().syscall(name).is_some_and(|x| x.calls > 0)) {
+            table.row(row(&format!("{name} mean"), &per_call(name)));
+        }
+    }
+    table.row(row("accept calls/req", &|_, m, req| {
+        let calls: u64 = ["accept", "accept4"].iter().filter_map(|n| m.syscall(n)).map(|x| x.calls).sum();
+        format!("{:.2}", calls as f64 / req)
+    }));
+    table.row(row("accept EAGAIN", &|_, m, _| {
+        let (calls, again) = ["accept", "accept4"].iter().filter_map(|n| m.syscall(n)).fold((0, 0), |(c, a), x| {
+            (c + x.calls, a + x.errors.get(profiler_common::ErrnoClass::Again))
+        });
+        percent(again as f64, calls as f64)
+    }));
+    table.row(row("syscalls/req", &|_, m, req| {
+        format!("{:.2}", m.syscalls.iter().map(|x| x.calls).sum::<u64>() as f64 / req)
+    }));
+    table.row(row("syscall time/req", &|_, m, req| duration_ns(m.total_ns() as f64 / req)));
+    table.row(row("epoll events/call", &|_, m, _| {
+        let mut h = crate::stats::LatencyHistogram::default();
+        let mut any = false;
+        for x in m.syscalls.iter().filter_map(|x| x.events.as_ref()) {
+            h.merge(x);
+            any = true;
+        }
+        if any && h.total() > 0 { format!("{:.2}", h.mean()) } else { "-".to_owned() }
+    }));
+    table.row(row("server CPU/req", &|v, _, _| {
+        let (ns, req) = v.of_kind(RunKind::Profiled).filter_map(|r| r.server_cpu.map(|c| (c, r.requests_finished()))).fold(
+            (0u64, 0u64),
+            |(n, q), (c, r)| (n + c.on_cpu_ns, q + r),
+        );
+        if req == 0 { "-".to_owned() } else { duration_ns(ns as f64 / req as f64) }
+    }));
+    format!("\nSide by side:\n{}", table.render())
+}
+
+fn baseline_table(s: &ScenarioResult) -> String {
+    let mut table = TextTable::new(["variant", "QPS profiled", "QPS baseline", "QPS change", "p50 profiled", "p50 baseline", "p50 change"]);
+    for v in &s.variants {
+        let Some(base) = v.of_kind(RunKind::Baseline).next() else { continue };
+        let profiled: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
+        if profiled.is_empty() {
+            continue;
+        }
+        let qps = Spread::of(&profiled.iter().map(|r| r.load.qps()).collect::<Vec<_>>()).mean;
+        let p50 = super::model::median(
+            &profiled.iter().map(|r| r.load.latency.value_at_quantile(0.5) as f64).collect::<Vec<_>>(),
+        );
+        let base_p50 = base.load.latency.value_at_quantile(0.5) as f64;
+        table.row([
+            v.variant.to_string(),
+            format!("{qps:.0}"),
+            format!("{:.0}", base.load.qps()),
+            signed_percent(qps, base.load.qps()),
+            duration_ns(p50),
+            duration_ns(base_p50),
+            signed_percent(p50, base_p50),
+        ]);
+    }
+    if table.is_empty() {
+        return String::new();
+    }
+    format!("\nProfiler overhead (--baseline: the same load with nothing attached):\n{}", table.render())
+}
+
+fn signed_percent(with: f64, without: f64) -> String {
+    if without <= 0.0 { "-".to_owned() } else { format!("{:+.1}%", 100.0 * (with - without) / without) }
+}
+
+fn strace_table(s: &ScenarioResult) -> String {
+    let mut table = TextTable::new([
+        "variant", "syscall", "kernel calls/req", "strace calls/req", "kernel mean", "strace per call", "strace ÷ kernel", "QPS under strace",
+    ]);
+    for v in &s.variants {
+        let Some(st) = v.of_kind(RunKind::Strace).next() else { continue };
+        let merged = v.merged_syscalls();
+        let req = requests_of(v).max(1) as f64;
+        let st_req = st.requests_finished().max(1) as f64;
+        for row in &st.strace {
+            let kernel = merged.syscall(&row.syscall).filter(|x| x.calls > 0);
+            table.row([
+                v.variant.to_string(),
+                row.syscall.clone(),
+                kernel.map_or("-".to_owned(), |k| format!("{:.2}", k.calls as f64 / req)),
+                format!("{:.2}", row.calls as f64 / st_req),
+                kernel.map_or("-".to_owned(), |k| duration_ns(k.mean_ns())),
+                duration_ns(row.ns_per_call()),
+                kernel.map_or("-".to_owned(), |k| format!("{:.1}×", row.ns_per_call() / k.mean_ns().max(1.0))),
+                format!("{:.0}", st.load.qps()),
+            ]);
+        }
+    }
+    if table.is_empty() {
+        return String::new();
+    }
+    format!("\nstrace -f -c against the kernel's timing (--strace):\n{}", table.render())
+}

@@ -1,0 +1,286 @@
+//! The server under test: started stopped (so tracing begins at its first syscall), waited for
+//! until it prints `listening on ADDR:PORT`, measured from /proc, stopped.
+
+use std::{
+    fs::File,
+    io::{BufRead as _, BufReader},
+    net::{SocketAddr, TcpStream},
+    path::{Path, PathBuf},
+    sync::mpsc,
+    time::Duration,
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use super::model::{CpuTime, Variant};
+use crate::process::{StoppedChild, describe_exit};
+
+/// How long a server may take to print its `listening on` line.
+const READY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How to start one server.
+#[derive(Clone, Debug)]
+pub struct ServerSpec {
+    /// The `servers` binary (or a wrapper taking the same arguments).
+    pub binary: PathBuf,
+    /// Which variant.
+    pub variant: Variant,
+    /// `echo` or `http`.
+    pub protocol: &'static str,
+    /// CPUs to pin it to (empty: unpinned).
+    pub cpus: Vec<usize>,
+    /// Workers for `mp` (None: the server's default, one per CPU it may use).
+    pub workers: Option<usize>,
+    /// Pass `--lt-epollout` (lt only).
+    pub lt_epollout: bool,
+    /// RLIMIT_NOFILE to ask for (idle-connection scenarios).
+    pub nofile: Option<u64>,
+    /// Run it under `strace -f -c -o FILE` instead (with these syscalls).
+    pub strace: Option<(PathBuf, Vec<String>)>,
+}
+
+impl ServerSpec {
+    /// The command line.
+    #[must_use]
+    pub fn command(&self) -> Vec<String> {
+        let mut cmd = Vec::new();
+        if let Some((output, syscalls)) = &self.strace {
+            cmd.extend(["strace".to_owned(), "-f".into(), "-c".into(), "-o".into()]);
+            cmd.push(output.display().to_string());
+            if !syscalls.is_empty() {
+                cmd.push("-e".to_owned());
+                cmd.push(format!("trace={}", syscalls.join(",")));
+            }
+        }
+        cmd.push(self.binary.display().to_string());
+        cmd.extend(["--mode".to_owned(), self.variant.name().to_owned()]);
+        cmd.extend(["--protocol".to_owned(), self.protocol.to_owned(), "--port".into(), "0".into()]);
+        if !self.cpus.is_empty() {
+            let list: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
+            cmd.extend(["--cpus".to_owned(), list.join(",")]);
+        }
+        if self.variant == Variant::Mp
+            && let Some(w) = self.workers
+        {
+            cmd.extend(["--workers".to_owned(), w.to_string()]);
+        }
+        if self.lt_epollout && self.variant == Variant::Lt {
+            cmd.push("--lt-epollout".to_owned());
+        }
+        if let Some(n) = self.nofile {
+            cmd.extend(["--nofile".to_owned(), n.to_string()]);
+        }
+        cmd
+    }
+}
+
+/// A running server.
+pub struct Server {
+    child: StoppedChild,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    lines: mpsc::Receiver<String>,
+    ended: Option<i32>,
+    log: File,
+}
+
+impl Server {
+    /// Starts the server stopped; `before_exec` runs with its pid (e.g. to track it) before it
+    /// is let go; then waits for its `listening on` line.
+    pub fn start(spec: &ServerSpec, before_exec: impl FnOnce(u32) -> Result<()>) -> Result<Self> {
+        let command = spec.command();
+        let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
+        let mut child = StoppedChild::spawn(&command, true, Some(&log))
+            .with_context(|| format!("starting the {} server ({})", spec.variant, spec.binary.display()))?;
+        if let Err(e) = before_exec(child.pid) {
+            child.kill();
+            return Err(e);
+        }
+        child.resume()?;
+        let stdout = child.stdout.take().context("server stdout")?;
+        let lines = forward_lines(stdout);
+        let addr = match wait_listening(&lines, &child) {
+            Ok(addr) => addr,
+            Err(e) => {
+                child.kill();
+                let tail = last_line(&log);
+                return Err(e.context(format!("the {} server did not start{tail}", spec.variant)));
+            }
+        };
+        Ok(Self { child, addr, lines, ended: None, log })
+    }
+
+    /// The last line the server wrote to stderr, as ": LINE" (empty when none).
+    #[must_use]
+    pub fn stderr_tail(&self) -> String {
+        last_line(&self.log)
+    }
+
+    /// The pid we started (strace's, under `--strace`).
+    #[must_use]
+    pub fn pid(&self) -> u32 {
+        self.child.pid
+    }
+
+    /// Set once the server has exited: how.
+    pub fn exit_status(&mut self) -> Result<Option<String>> {
+        if self.ended.is_none() {
+            self.ended = self.child.try_wait()?;
+        }
+        Ok(self.ended.map(describe_exit))
+    }
+
+    /// SIGTERM (to the server itself; under strace, to strace's child so strace writes its
+    /// summary), then waits; SIGKILL after 5 s. Returns how it ended.
+    pub fn stop(self, under_strace: bool) -> Result<String> {
+        let ended = match self.ended {
+            Some(code) => Some(code),
+            None => self.child.try_wait()?,
+        };
+        if let Some(code) = ended {
+            return Ok(describe_exit(code));
+        }
+        if under_strace {
+            for pid in children_of(self.child.pid) {
+                // SAFETY: signalling the traced server.
+                unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+            }
+            let code = self.child.terminate(Duration::from_secs(10))?;
+            return Ok(describe_exit(code));
+        }
+        let code = self.child.terminate(Duration::from_secs(5))?;
+        drop(self.lines);
+        Ok(describe_exit(code))
+    }
+}
+
+fn last_line(log: &File) -> String {
+    use std::io::{Read as _, Seek as _};
+    let mut text = String::new();
+    let Ok(mut file) = log.try_clone() else { return String::new() };
+    if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
+        return String::new();
+    }
+    text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
+}
+
+fn forward_lines(stdout: File) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+fn wait_listening(lines: &mpsc::Receiver<String>, child: &StoppedChild) -> Result<SocketAddr> {
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            bail!("no `listening on` line within {}s", READY_TIMEOUT.as_secs());
+        }
+        match lines.recv_timeout(left.min(Duration::from_millis(100))) {
+            Ok(line) => {
+                if let Some(addr) = line.trim().strip_prefix("listening on ") {
+                    return addr.parse().with_context(|| format!("bad address in '{line}'"));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if let Some(code) = child.try_wait()? {
+                    bail!("it {} before listening", describe_exit(code));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let code = child.try_wait()?.map_or_else(|| "closed its stdout".to_owned(), describe_exit);
+                bail!("it {code} before listening");
+            }
+        }
+    }
+}
+
+/// Direct children of `pid` (all its threads').
+#[must_use]
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        let path = task.path().join("children");
+        if let Ok(list) = std::fs::read_to_string(path) {
+            out.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+/// CPU time of the processes, summed: exact on-CPU time of all their threads from schedstat, and
+/// the tick-sampled user/system split from /proc/PID/stat. Gone processes count 0.
+#[must_use]
+pub fn cpu_time(pids: &[u32]) -> CpuTime {
+    // SAFETY: sysconf has no preconditions.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    let mut total = CpuTime::default();
+    for pid in pids {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        // Fields after the command name (which may contain spaces) end with ')'.
+        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // rest starts at field 3 (state); utime is field 14, stime 15.
+        let get = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        total.user_ns += get(14) * 1_000_000_000 / ticks;
+        total.system_ns += get(15) * 1_000_000_000 / ticks;
+        for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+            let on_cpu = std::fs::read_to_string(task.path().join("schedstat"))
+                .ok()
+                .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse::<u64>().ok()))
+                .unwrap_or(0);
+            total.on_cpu_ns += on_cpu;
+        }
+    }
+    total
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches`: a cold page cache and dentry cache.
+pub fn drop_caches() -> Result<()> {
+    // SAFETY: sync has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3").context("writing /proc/sys/vm/drop_caches (needs root)")
+}
+
+/// Opens `count` idle connections to `addr` and keeps them open while the value lives.
+pub fn open_idle_connections(addr: SocketAddr, count: usize) -> Result<Vec<TcpStream>> {
+    raise_nofile_limit(count as u64 + 1024);
+    let mut conns = Vec::with_capacity(count);
+    for i in 0..count {
+        let stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5))
+            .with_context(|| format!("opening idle connection {} of {count}", i + 1))?;
+        conns.push(stream);
+    }
+    Ok(conns)
+}
+
+/// Raises this process's soft RLIMIT_NOFILE towards `wanted` (up to the hard limit).
+pub fn raise_nofile_limit(wanted: u64) {
+    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: valid rlimit pointers.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < wanted {
+            limit.rlim_cur = wanted.min(limit.rlim_max);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+        }
+    }
+}
+
+/// The `servers` binary next to this executable, if there is one.
+#[must_use]
+pub fn default_server_binary() -> Option<PathBuf> {
+    let me = std::env::current_exe().ok()?;
+    let dir = me.parent()?;
+    // Tests run from target/debug/deps; the binaries are one level up.
+    [dir.join("servers"), dir.parent().map(|p| p.join("servers")).unwrap_or_default()]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+}
