@@ -22,6 +22,7 @@ const TEST_PACKAGES: &[(&str, &str)] = &[
     ("bpftrace", "bpftrace"),
     ("strace", "strace"),
     ("promtool", "prometheus"),
+    ("chromium", "chromium"),
 ];
 
 #[derive(Parser)]
