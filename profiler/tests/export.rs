@@ -312,6 +312,31 @@ fn hdr_interval_logs_decode_with_the_pypi_package_to_the_same_counts_and_percent
     }
 }
 
+#[test]
+fn hgrm_table_matches_the_hdrhistogram_layout() {
+    let data = run_data(&Shape::small());
+    let s = &hdr::series(&data).unwrap()[0];
+    let table = hdr::percentile_distribution(&s.total);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(lines[0], "       Value     Percentile TotalCount 1/(1-Percentile)");
+    assert_eq!(lines[1], "");
+    let rows: Vec<Vec<&str>> =
+        lines[2..].iter().take_while(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect();
+    assert!(rows.len() > 20);
+    assert!(rows[..rows.len() - 1].iter().all(|r| r.len() == 4), "value, percentile, total count, 1/(1-p)");
+    let last = rows.last().unwrap();
+    assert_eq!((last.len(), last[1]), (3, "1.000000000000"), "the 100% row has no 1/(1-p)");
+    assert_eq!(last[2].parse::<u64>().unwrap(), s.total.len());
+    // Values are µs (ratio 1000): the median row is within the histogram's precision of p50.
+    let median = rows.iter().find(|r| r[1].parse::<f64>().unwrap() >= 0.5).unwrap();
+    let p50_us = s.total.value_at_quantile(0.5) as f64 / 1000.0;
+    assert!((median[0].parse::<f64>().unwrap() - p50_us).abs() <= p50_us * 0.002 + 0.001, "{median:?} vs {p50_us}");
+    let footer: Vec<&str> = lines.iter().filter(|l| l.starts_with("#[")).copied().collect();
+    assert_eq!(footer.len(), 3);
+    assert!(footer[0].starts_with("#[Mean    = ") && footer[1].contains("Total count    = "), "{footer:?}");
+    assert!(footer[2].contains("SubBuckets     =         2048"), "{footer:?}");
+}
+
 // ---------- Markdown ----------
 
 #[test]
