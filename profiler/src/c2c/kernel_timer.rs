@@ -1,8 +1,9 @@
-//! The [`SyscallTimer`] backed by the kernel programs: this process's `write` calls.
+//! The [`SyscallTimer`] backed by the kernel programs: this process's sending calls, `write`
+//! (pipe, eventfd) and `sendto` (what Rust's `UnixStream::write` makes).
 //!
-//! Only writes are timed: in a ping-pong each thread spends almost all of its time blocked in
-//! `read`, so read time measures waiting, not kernel work. A write is the sending side's whole
-//! kernel cost (copy, wake the peer).
+//! Only sends are timed: in a ping-pong each thread spends almost all of its time blocked in
+//! `read`/`recvfrom`, so their time measures waiting, not kernel work. A send is the sending
+//! side's whole kernel cost (copy, wake the peer).
 
 use anyhow::Result;
 
@@ -12,7 +13,7 @@ use crate::{
     stats::Snapshot,
 };
 
-/// Times this process's `write` calls between `begin` and `end`.
+/// Times this process's `write` and `sendto` calls between `begin` and `end`.
 pub struct KernelSyscallTimer {
     session: Session,
     before: Snapshot,
@@ -22,7 +23,7 @@ impl KernelSyscallTimer {
     /// Loads the kernel programs tracking this process.
     pub fn new() -> Result<Self> {
         let session = Session::start(&SessionConfig {
-            syscalls: Syscall::resolve_list(&["write"])?,
+            syscalls: Syscall::resolve_list(&["write", "sendto"])?,
             target: Target::Processes(vec![std::process::id()]),
             noop: false,
         })?;
@@ -38,10 +39,9 @@ impl SyscallTimer for KernelSyscallTimer {
 
     fn end(&mut self) -> Result<SyscallTime> {
         let delta = self.session.snapshot()?.since(&self.before);
-        let write = delta.syscall("write");
         Ok(SyscallTime {
-            calls: write.map_or(0, |w| w.calls),
-            total_ns: write.map_or(0, |w| w.total_ns),
+            calls: delta.syscalls.iter().map(|s| s.calls).sum(),
+            total_ns: delta.syscalls.iter().map(|s| s.total_ns).sum(),
         })
     }
 }

@@ -283,7 +283,7 @@ impl fmt::Display for C2cReport {
             self.time_limit_s,
             self.cpus.initiator.cpu,
             if self.syscall_timer {
-                "; syscall columns: write() calls of both threads, timed by the kernel programs (blocked read() waits are left out)"
+                "; syscall columns: the sending calls (write, sendto) of both threads, timed by the kernel programs (blocked reads are waits, left out)"
             } else {
                 "; no syscall timer, so no syscall columns"
             }
