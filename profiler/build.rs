@@ -37,8 +37,12 @@ fn build() -> Result<(), String> {
 
     // An already built object (e.g. for cross builds); otherwise build it here.
     if let Some(prebuilt) = env::var_os("PROFILER_EBPF_OBJECT") {
-        std::fs::copy(&prebuilt, &object)
-            .map_err(|e| format!("PROFILER_EBPF_OBJECT={}: {e}", Path::new(&prebuilt).display()))?;
+        std::fs::copy(&prebuilt, &object).map_err(|e| {
+            format!(
+                "PROFILER_EBPF_OBJECT={}: {e}",
+                Path::new(&prebuilt).display()
+            )
+        })?;
         return Ok(());
     }
 
@@ -54,8 +58,23 @@ fn build() -> Result<(), String> {
     .join("\x1f");
     let target_dir = out_dir.join("ebpf-target");
     let output = Command::new("rustup")
-        .args(["run", TOOLCHAIN, "cargo", "build", "--package", "profiler-ebpf", "--bins"])
-        .args(["--release", "--target", TARGET, "-Z", "build-std=core", "--target-dir"])
+        .args([
+            "run",
+            TOOLCHAIN,
+            "cargo",
+            "build",
+            "--package",
+            "profiler-ebpf",
+            "--bins",
+        ])
+        .args([
+            "--release",
+            "--target",
+            TARGET,
+            "-Z",
+            "build-std=core",
+            "--target-dir",
+        ])
         .arg(&target_dir)
         .current_dir(root)
         .env("CARGO_ENCODED_RUSTFLAGS", rustflags)
@@ -78,8 +97,13 @@ fn build() -> Result<(), String> {
         return Err(format!("building profiler-ebpf failed: {first_error}"));
     }
     let built = target_dir.join(TARGET).join("release").join("profiler");
-    std::fs::copy(&built, &object)
-        .map_err(|e| format!("cannot copy {} to {}: {e}", built.display(), object.display()))?;
+    std::fs::copy(&built, &object).map_err(|e| {
+        format!(
+            "cannot copy {} to {}: {e}",
+            built.display(),
+            object.display()
+        )
+    })?;
     Ok(())
 }
 
@@ -94,7 +118,9 @@ fn check_toolchain() -> Result<(), String> {
         .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
         .ok_or_else(|| format!("the {TOOLCHAIN} Rust toolchain is missing: {SETUP_HINT}"))?;
     if !sysroot.join("lib/rustlib/src/rust/library/core").is_dir() {
-        return Err(format!("rust-src is missing from the {TOOLCHAIN} toolchain: {SETUP_HINT}"));
+        return Err(format!(
+            "rust-src is missing from the {TOOLCHAIN} toolchain: {SETUP_HINT}"
+        ));
     }
     let linker_ok = Command::new("rustup")
         .args(["run", TOOLCHAIN, "bpf-linker", "--version"])
@@ -103,7 +129,9 @@ fn check_toolchain() -> Result<(), String> {
         .status()
         .is_ok_and(|s| s.success());
     if !linker_ok {
-        return Err(format!("bpf-linker is missing or cannot load LLVM: {SETUP_HINT}"));
+        return Err(format!(
+            "bpf-linker is missing or cannot load LLVM: {SETUP_HINT}"
+        ));
     }
     Ok(())
 }

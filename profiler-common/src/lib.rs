@@ -33,7 +33,8 @@ pub const SUB_BUCKETS: u32 = 1 << SUB_BUCKET_BITS;
 pub const MAX_EXPONENT: u32 = 35;
 
 /// Buckets of one [`LatencyBuckets`]: 64 exact ones, then 32 per power of two from 2^6 to 2^35.
-pub const HIST_BUCKETS: usize = (EXACT_BELOW as usize) + ((MAX_EXPONENT - 5) * SUB_BUCKETS) as usize;
+pub const HIST_BUCKETS: usize =
+    (EXACT_BELOW as usize) + ((MAX_EXPONENT - 5) * SUB_BUCKETS) as usize;
 
 /// The largest value that lands in its own bucket; anything above is counted in the last one.
 pub const MAX_TRACKABLE_VALUE: u64 = (1u64 << (MAX_EXPONENT + 1)) - 1;
@@ -126,8 +127,12 @@ pub const DROP_REASONS: usize = 4;
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [Self; DROP_REASONS] =
-        [Self::NoStart, Self::IdOutOfRange, Self::NoSlot, Self::ProcessTableFull];
+    pub const ALL: [Self; DROP_REASONS] = [
+        Self::NoStart,
+        Self::IdOutOfRange,
+        Self::NoSlot,
+        Self::ProcessTableFull,
+    ];
 
     /// Short description for reports.
     #[must_use]
@@ -176,7 +181,9 @@ pub struct LatencyBuckets {
 
 impl Default for LatencyBuckets {
     fn default() -> Self {
-        Self { counts: [0; HIST_BUCKETS] }
+        Self {
+            counts: [0; HIST_BUCKETS],
+        }
     }
 }
 
@@ -219,7 +226,11 @@ impl Default for ProcessStats {
 #[inline(always)]
 #[must_use]
 pub const fn bucket_index(value: u64) -> u32 {
-    let v = if value > MAX_TRACKABLE_VALUE { MAX_TRACKABLE_VALUE } else { value };
+    let v = if value > MAX_TRACKABLE_VALUE {
+        MAX_TRACKABLE_VALUE
+    } else {
+        value
+    };
     if v < EXACT_BELOW {
         return v as u32;
     }
@@ -345,7 +356,10 @@ mod tests {
             assert_eq!(bucket_upper_bound(b) + 1, bucket_lower_bound(b + 1));
             let lo = bucket_lower_bound(b);
             let width = bucket_upper_bound(b) - lo + 1;
-            assert!(width * 32 <= lo.max(32), "bucket {b} at {lo} is {width} wide");
+            assert!(
+                width * 32 <= lo.max(32),
+                "bucket {b} at {lo} is {width} wide"
+            );
         }
     }
 

@@ -24,9 +24,8 @@ mod programs {
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
         DROP_REASONS, DropReason, ErrnoClass, FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets,
-        MAX_PROCESSES,
-        MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS,
-        SlotEntry, SyscallSlot, bucket_index,
+        MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats,
+        SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, bucket_index,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -236,7 +235,8 @@ mod programs {
         // SeqCst on purpose: LLVM lowers a Relaxed add to BPF's plain XADD, which returns the
         // operand instead of the old value (seen with LLVM 22; the kernel test for forks caught it).
         let taken = unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::SeqCst }>(next, 1) };
-        let mut index = (u64::from(FIRST_FORKED_PROCESS) + taken).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let mut index =
+            (u64::from(FIRST_FORKED_PROCESS) + taken).min(u64::from(OVERFLOW_PROCESS)) as u32;
         if index >= OVERFLOW_PROCESS {
             index = OVERFLOW_PROCESS;
             count_drop(DropReason::ProcessTableFull);
@@ -252,7 +252,10 @@ mod programs {
             Some(entry) => {
                 // SAFETY: a plain u32 store; user space reads it only.
                 unsafe { *entry = index + 1 };
-                info!(&ctx, "tracking pid {} (forked by {}) as process #{}", child, parent, index);
+                info!(
+                    &ctx,
+                    "tracking pid {} (forked by {}) as process #{}", child, parent, index
+                );
             }
             None => count_drop(DropReason::IdOutOfRange),
         }

@@ -59,20 +59,36 @@ fn export_speed() {
     );
     let dir = std::env::temp_dir().join(format!("export-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let formats: [(&str, &dyn Exporter); 5] =
-        [("json", &Json), ("csv", &Csv), ("prom", &Prometheus), ("md", &Markdown), ("html", &Html)];
+    let formats: [(&str, &dyn Exporter); 5] = [
+        ("json", &Json),
+        ("csv", &Csv),
+        ("prom", &Prometheus),
+        ("md", &Markdown),
+        ("html", &Html),
+    ];
     for (ext, exporter) in formats {
         let mut size = 0;
         let time = best_of(5, || {
             let bytes = exporter.render(&data).unwrap();
             size = bytes.len();
-            profiler::export::atomic::write_atomic(&dir.join(format!("out.{ext}")), &bytes).unwrap();
+            profiler::export::atomic::write_atomic(&dir.join(format!("out.{ext}")), &bytes)
+                .unwrap();
         });
-        println!("  {:<12} {:>8.1} ms  {:>9} bytes", exporter.name(), time.as_secs_f64() * 1e3, size);
+        println!(
+            "  {:<12} {:>8.1} ms  {:>9} bytes",
+            exporter.name(),
+            time.as_secs_f64() * 1e3,
+            size
+        );
     }
     let time = best_of(5, || hdr::write_dir(&dir.join("hdr"), &data).unwrap());
     let files = std::fs::read_dir(dir.join("hdr")).unwrap().count();
-    println!("  {:<12} {:>8.1} ms  {:>9} files", "HdrHistogram", time.as_secs_f64() * 1e3, files);
+    println!(
+        "  {:<12} {:>8.1} ms  {:>9} files",
+        "HdrHistogram",
+        time.as_secs_f64() * 1e3,
+        files
+    );
     let args = ExportArgs {
         export_json: Some(dir.join("all.json")),
         export_csv: Some(dir.join("all.csv")),
@@ -82,7 +98,10 @@ fn export_speed() {
         report: Some(dir.join("all.html")),
     };
     let time = best_of(5, || write_exports(&args, &data).unwrap());
-    println!("every format (write_exports): {:.1} ms (target < 1000 ms)", time.as_secs_f64() * 1e3);
+    println!(
+        "every format (write_exports): {:.1} ms (target < 1000 ms)",
+        time.as_secs_f64() * 1e3
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -110,7 +129,8 @@ fn busy_children(n: usize) -> Vec<i32> {
 fn scrape(port: u16) -> (Duration, usize) {
     let t = Instant::now();
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+        .unwrap();
     let mut body = Vec::new();
     s.read_to_end(&mut body).unwrap();
     (t.elapsed(), body.len())
@@ -122,7 +142,10 @@ fn serve_speed() {
         println!("serve scrape: skipped, loading BPF programs needs root (run the bench as root)");
         return;
     }
-    let scrapes: usize = std::env::var("SCRAPES").ok().and_then(|s| s.parse().ok()).unwrap_or(500);
+    let scrapes: usize = std::env::var("SCRAPES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(500);
     let children = busy_children(64);
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_profiler"));
     cmd.args(["serve", "--listen", "127.0.0.1:0"]);
@@ -131,7 +154,9 @@ fn serve_speed() {
     }
     let mut serve = cmd.stderr(Stdio::piped()).spawn().unwrap();
     let mut line = String::new();
-    BufReader::new(serve.stderr.take().unwrap()).read_line(&mut line).unwrap();
+    BufReader::new(serve.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
     let port: u16 = line
         .split("http://127.0.0.1:")
         .nth(1)
@@ -142,7 +167,9 @@ fn serve_speed() {
     let (_, size) = scrape(port);
     let mut times: Vec<Duration> = (0..scrapes).map(|_| scrape(port).0).collect();
     times.sort();
-    let q = |q: f64| times[((q * times.len() as f64) as usize).min(times.len() - 1)].as_secs_f64() * 1e3;
+    let q = |q: f64| {
+        times[((q * times.len() as f64) as usize).min(times.len() - 1)].as_secs_f64() * 1e3
+    };
     println!(
         "serve scrape, default syscalls, 64 tracked processes busy: {scrapes} scrapes of {size} bytes: \
          p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms (target < 50 ms)",

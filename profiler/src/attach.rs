@@ -13,9 +13,9 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
+    bpf::{Session, SessionConfig, Syscall, Target},
     cli::ExportArgs,
     export::{self, ExportData, Measurement, Metadata},
-    bpf::{Session, SessionConfig, Syscall, Target},
     process::StoppedChild,
     report::{histogram::log2_histogram, table},
     stats::Snapshot,
@@ -65,9 +65,21 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             .context("installing the Ctrl-C handler")?;
     }
 
-    let child = if options.command.is_empty() { None } else { Some(StoppedChild::spawn(&options.command, false, None)?) };
-    let target = if options.all { Target::All } else { Target::Processes(options.pids.clone()) };
-    let config = SessionConfig { syscalls: options.syscalls.clone(), target, noop: false };
+    let child = if options.command.is_empty() {
+        None
+    } else {
+        Some(StoppedChild::spawn(&options.command, false, None)?)
+    };
+    let target = if options.all {
+        Target::All
+    } else {
+        Target::Processes(options.pids.clone())
+    };
+    let config = SessionConfig {
+        syscalls: options.syscalls.clone(),
+        target,
+        noop: false,
+    };
     let mut session = match Session::start(&config) {
         Ok(s) => s,
         Err(e) => {
@@ -84,14 +96,26 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let what = match (&child, options.all) {
         (Some(_), _) => format!("'{}'", options.command.join(" ")),
         (None, true) => "all processes".to_owned(),
-        (None, false) => format!("pid {}", options.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", ")),
+        (None, false) => format!(
+            "pid {}",
+            options
+                .pids
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
     let names: Vec<&str> = options.syscalls.iter().map(|s| s.name.as_str()).collect();
     eprintln!("Tracing {} of {what}. Ctrl-C to stop.", names.join(", "));
 
     let metadata = Metadata::collect("attach");
     // An export sent to stdout keeps stdout to itself; the human report goes to stderr then.
-    let report_to_stderr = options.exports.files().iter().any(|(_, p)| p.as_os_str() == "-");
+    let report_to_stderr = options
+        .exports
+        .files()
+        .iter()
+        .any(|(_, p)| p.as_os_str() == "-");
     let emit = |text: &str| {
         if report_to_stderr {
             eprint!("{text}");
@@ -125,7 +149,10 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             {
                 let now = session.snapshot()?;
                 let delta = now.since(&last_interval.1);
-                emit(&format!("--- last {:.2}s ---\n", last_interval.0.elapsed().as_secs_f64()));
+                emit(&format!(
+                    "--- last {:.2}s ---\n",
+                    last_interval.0.elapsed().as_secs_f64()
+                ));
                 emit(&table::syscall_table(&delta));
                 last_interval = (Instant::now(), now);
             }
@@ -146,7 +173,14 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             // Reading failed part-way: write what was measured until then, marked partial.
             let earlier = (last_interval.1 != Snapshot::default()).then(|| last_interval.1.clone());
             if let Some(snapshot) = last.or(earlier) {
-                let data = export_data(options, metadata, snapshot, elapsed, "reading the counters failed", true);
+                let data = export_data(
+                    options,
+                    metadata,
+                    snapshot,
+                    elapsed,
+                    "reading the counters failed",
+                    true,
+                );
                 if let Err(e) = export::write_exports(&options.exports, &data) {
                     eprintln!("Error: {e:#}");
                 }
@@ -173,10 +207,18 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     if options.histograms {
         for s in snapshot.syscalls.iter().filter(|s| s.calls > 0) {
             report.push('\n');
-            report.push_str(&log2_histogram(&format!("{} latency", s.name), &s.latency, true));
+            report.push_str(&log2_histogram(
+                &format!("{} latency", s.name),
+                &s.latency,
+                true,
+            ));
             if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
                 report.push('\n');
-                report.push_str(&log2_histogram(&format!("{} events per call", s.name), events, false));
+                report.push_str(&log2_histogram(
+                    &format!("{} events per call", s.name),
+                    events,
+                    false,
+                ));
             }
         }
     }
@@ -210,19 +252,49 @@ fn export_data(
     let pids = if options.all {
         "all".to_owned()
     } else {
-        options.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        options
+            .pids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
     };
     let settings = [
         ("pids", pids),
         ("command", options.command.join(" ")),
-        ("syscalls", options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(",")),
-        ("duration", options.duration.map(|d| humantime::format_duration(d).to_string()).unwrap_or_default()),
+        (
+            "syscalls",
+            options
+                .syscalls
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        (
+            "duration",
+            options
+                .duration
+                .map(|d| humantime::format_duration(d).to_string())
+                .unwrap_or_default(),
+        ),
         ("stopped", ended.to_owned()),
     ];
-    metadata.settings.extend(settings.into_iter().filter(|(_, v)| !v.is_empty()).map(|(k, v)| (k.to_owned(), v)));
+    metadata.settings.extend(
+        settings
+            .into_iter()
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| (k.to_owned(), v)),
+    );
     ExportData {
         metadata,
-        measurements: vec![Measurement { variant: None, concurrency: None, run: None, syscalls: snapshot, load: None }],
+        measurements: vec![Measurement {
+            variant: None,
+            concurrency: None,
+            run: None,
+            syscalls: snapshot,
+            load: None,
+        }],
         partial,
     }
 }
@@ -232,7 +304,10 @@ fn any_alive(pids: &[u32]) -> bool {
         // A zombie still has /proc/PID; its state letter is Z.
         std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
-            .and_then(|s| s.rsplit_once(')').map(|(_, rest)| rest.trim_start().starts_with('Z')))
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
+            })
             .is_some_and(|zombie| !zombie)
     })
 }

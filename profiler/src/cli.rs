@@ -74,7 +74,9 @@ pub fn parse_cpu_pair(s: &str) -> Result<(usize, usize), String> {
     match parts.as_slice() {
         [a, b] => match (a.parse(), b.parse()) {
             (Ok(a), Ok(b)) if a != b => Ok((a, b)),
-            (Ok(_), Ok(_)) => Err(format!("'{s}' names one CPU twice: give two different CPUs, e.g. 0,1")),
+            (Ok(_), Ok(_)) => Err(format!(
+                "'{s}' names one CPU twice: give two different CPUs, e.g. 0,1"
+            )),
             _ => Err(format!("'{s}' is not two CPU numbers: use A,B such as 0,1")),
         },
         _ => Err(format!("'{s}' is not two CPU numbers: use A,B such as 0,1")),
@@ -146,7 +148,12 @@ pub struct ExportArgs {
     profiler serve --pid 1234 --syscalls read,write,close")]
 pub struct ServeArgs {
     /// A process to trace (repeatable); the children it forks are followed.
-    #[arg(short, long = "pid", value_name = "PID", required_unless_present = "all")]
+    #[arg(
+        short,
+        long = "pid",
+        value_name = "PID",
+        required_unless_present = "all"
+    )]
     pub pids: Vec<u32>,
     /// Trace every process on the machine.
     #[arg(long, conflicts_with = "pids")]
@@ -263,14 +270,21 @@ pub struct OverheadArgs {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let parsed = if s.chars().all(|c| c.is_ascii_digit() || c == '.') && !s.is_empty() {
-        s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0).map(Duration::from_secs_f64)
+        s.parse::<f64>()
+            .ok()
+            .filter(|v| v.is_finite() && *v >= 0.0)
+            .map(Duration::from_secs_f64)
     } else {
         humantime::parse_duration(s).ok()
     };
     match parsed {
         Some(d) if !d.is_zero() => Ok(d),
-        Some(_) => Err(format!("'{s}' is zero: give a positive duration such as 10s or 500ms")),
-        None => Err(format!("'{s}' is not a duration: use a number with a unit, such as 10s, 500ms or 2m")),
+        Some(_) => Err(format!(
+            "'{s}' is zero: give a positive duration such as 10s or 500ms"
+        )),
+        None => Err(format!(
+            "'{s}' is not a duration: use a number with a unit, such as 10s, 500ms or 2m"
+        )),
     }
 }
 
@@ -284,7 +298,11 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("fast").unwrap_err().contains("not a duration"));
+        assert!(
+            parse_duration("fast")
+                .unwrap_err()
+                .contains("not a duration")
+        );
     }
 
     #[test]

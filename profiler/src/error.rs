@@ -21,7 +21,9 @@ pub enum SetupError {
     )]
     NoSyscallTracepoints,
     /// A syscall name that has no tracepoint on this kernel.
-    #[error("unknown syscall '{name}': valid names are the sys_enter_* tracepoints of this kernel, e.g. {examples} (see `ls /sys/kernel/tracing/events/syscalls`)")]
+    #[error(
+        "unknown syscall '{name}': valid names are the sys_enter_* tracepoints of this kernel, e.g. {examples} (see `ls /sys/kernel/tracing/events/syscalls`)"
+    )]
     UnknownSyscall {
         /// What the user typed.
         name: String,
@@ -38,7 +40,9 @@ pub enum SetupError {
     #[error("{0} pids given but at most {max} can be named at once: trace their parent instead (children are followed) or use --all", max = profiler_common::FIRST_FORKED_PROCESS)]
     TooManyPids(usize),
     /// The verifier refused a program.
-    #[error("the kernel's verifier rejected program '{program}': {cause}; verifier log tail:\n{log_tail}")]
+    #[error(
+        "the kernel's verifier rejected program '{program}': {cause}; verifier log tail:\n{log_tail}"
+    )]
     VerifierRejected {
         /// Program name.
         program: String,
@@ -61,6 +65,9 @@ pub enum SetupError {
 impl SetupError {
     /// Wraps a lower-level error with what we were doing.
     pub fn bpf(context: impl Into<String>, source: impl Into<anyhow::Error>) -> Self {
-        Self::Bpf { context: context.into(), source: source.into() }
+        Self::Bpf {
+            context: context.into(),
+            source: source.into(),
+        }
     }
 }

@@ -19,7 +19,10 @@ fn main() -> ExitCode {
         1 => log::LevelFilter::Info,
         _ => log::LevelFilter::Debug,
     };
-    env_logger::Builder::new().filter_level(level).format_timestamp(None).init();
+    env_logger::Builder::new()
+        .filter_level(level)
+        .format_timestamp(None)
+        .init();
     match run(cli) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {

@@ -4,10 +4,7 @@
 use std::{
     ffi::CString,
     fs::File,
-    os::{
-        fd::FromRawFd as _,
-        unix::ffi::OsStrExt as _,
-    },
+    os::{fd::FromRawFd as _, unix::ffi::OsStrExt as _},
     path::{Path, PathBuf},
     time::{Duration, Instant},
 };
@@ -30,9 +27,12 @@ impl StoppedChild {
     pub fn spawn(command: &[String], capture_stdout: bool, stderr: Option<&File>) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let stderr_fd = stderr.map_or(-1, AsRawFd::as_raw_fd);
-        let Some(first) = command.first() else { bail!("no command given") };
+        let Some(first) = command.first() else {
+            bail!("no command given")
+        };
         let program = resolve_program(first)?;
-        let program = CString::new(program.as_os_str().as_bytes()).context("NUL in the command path")?;
+        let program =
+            CString::new(program.as_os_str().as_bytes()).context("NUL in the command path")?;
         let args: Vec<CString> = command
             .iter()
             .map(|a| CString::new(a.as_bytes()))
@@ -72,7 +72,10 @@ impl StoppedChild {
                 File::from_raw_fd(pipe[0])
             }
         });
-        let child = Self { pid: pid as u32, stdout };
+        let child = Self {
+            pid: pid as u32,
+            stdout,
+        };
         let mut status = 0;
         // SAFETY: waiting for our own child.
         let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
@@ -86,7 +89,10 @@ impl StoppedChild {
     pub fn resume(&self) -> Result<()> {
         // SAFETY: signalling our own child.
         if unsafe { libc::kill(self.pid as i32, libc::SIGCONT) } != 0 {
-            bail!("could not resume the command: {}", std::io::Error::last_os_error());
+            bail!(
+                "could not resume the command: {}",
+                std::io::Error::last_os_error()
+            );
         }
         Ok(())
     }
@@ -97,7 +103,11 @@ impl StoppedChild {
         // SAFETY: waiting for our own child without blocking.
         let rc = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
         if rc < 0 {
-            bail!("waiting for pid {}: {}", self.pid, std::io::Error::last_os_error());
+            bail!(
+                "waiting for pid {}: {}",
+                self.pid,
+                std::io::Error::last_os_error()
+            );
         }
         if rc == 0 {
             return Ok(None);
@@ -165,7 +175,8 @@ pub fn resolve_program(name: &str) -> Result<PathBuf> {
         }
         bail!("cannot run '{name}': no such executable file");
     }
-    let path_var = std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
+    let path_var =
+        std::env::var_os("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into());
     std::env::split_paths(&path_var)
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))

@@ -53,7 +53,11 @@ impl MetricsSource {
     /// Wraps a started session; `metadata` describes it (command `serve`).
     #[must_use]
     pub fn new(session: Session, metadata: Metadata) -> Self {
-        Self { session, metadata, started: Instant::now() }
+        Self {
+            session,
+            metadata,
+            started: Instant::now(),
+        }
     }
 
     /// Reads the counters and renders them in the Prometheus text format.
@@ -81,33 +85,60 @@ impl MetricsSource {
 pub fn run(options: &ServeOptions) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop)).context("installing the Ctrl-C handler")?;
+        signal_hook::flag::register(signal, Arc::clone(&stop))
+            .context("installing the Ctrl-C handler")?;
     }
     // Bind first: a taken port fails before the kernel programs are loaded.
     let listener = TcpListener::bind(options.listen).with_context(|| {
-        format!("cannot listen on {}: is the port taken? pick another with --listen ADDR:PORT", options.listen)
+        format!(
+            "cannot listen on {}: is the port taken? pick another with --listen ADDR:PORT",
+            options.listen
+        )
     })?;
-    let target = if options.all { Target::All } else { Target::Processes(options.pids.clone()) };
-    let session = Session::start(&SessionConfig { syscalls: options.syscalls.clone(), target, noop: false })?;
+    let target = if options.all {
+        Target::All
+    } else {
+        Target::Processes(options.pids.clone())
+    };
+    let session = Session::start(&SessionConfig {
+        syscalls: options.syscalls.clone(),
+        target,
+        noop: false,
+    })?;
     let mut metadata = Metadata::collect("serve");
     let what = if options.all {
         "all".to_owned()
     } else {
-        options.pids.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+        options
+            .pids
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",")
     };
     metadata.settings.insert("pids".into(), what.clone());
-    metadata
-        .settings
-        .insert("syscalls".into(), options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(","));
+    metadata.settings.insert(
+        "syscalls".into(),
+        options
+            .syscalls
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     let mut source = MetricsSource::new(session, metadata);
-    let address = listener.local_addr().context("reading the listening address")?;
+    let address = listener
+        .local_addr()
+        .context("reading the listening address")?;
     eprintln!("Serving metrics of pid(s) {what} on http://{address}/metrics (Ctrl-C to stop)");
     serve(&listener, &mut source, &stop)
 }
 
 /// Answers requests on `listener` until `stop` is set.
 pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBool) -> Result<()> {
-    listener.set_nonblocking(true).context("making the listener non-blocking")?;
+    listener
+        .set_nonblocking(true)
+        .context("making the listener non-blocking")?;
     while !stop.load(Ordering::Relaxed) {
         if !readable(listener, 200)? {
             continue;
@@ -129,12 +160,20 @@ pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBo
 
 /// Waits up to `timeout_ms` for a connection; false on timeout or a signal.
 fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
-    let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+    let mut fd = libc::pollfd {
+        fd: listener.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
     // SAFETY: one valid pollfd for the duration of the call.
     let rc = unsafe { libc::poll(&raw mut fd, 1, timeout_ms) };
     if rc < 0 {
         let e = std::io::Error::last_os_error();
-        return if e.kind() == std::io::ErrorKind::Interrupted { Ok(false) } else { Err(e).context("poll") };
+        return if e.kind() == std::io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e).context("poll")
+        };
     }
     Ok(rc > 0)
 }
@@ -167,10 +206,22 @@ fn answer(mut stream: TcpStream, source: &mut MetricsSource) -> Result<()> {
     let (status, content_type, body) = match (method.as_str(), path.as_str()) {
         ("GET" | "HEAD", "/metrics") => match source.render() {
             Ok(body) => ("200 OK", CONTENT_TYPE, body),
-            Err(e) => ("500 Internal Server Error", "text/plain", format!("reading the counters failed: {e:#}\n")),
+            Err(e) => (
+                "500 Internal Server Error",
+                "text/plain",
+                format!("reading the counters failed: {e:#}\n"),
+            ),
         },
-        ("GET" | "HEAD", _) => ("404 Not Found", "text/plain", "not found: metrics are at /metrics\n".to_owned()),
-        _ => ("405 Method Not Allowed", "text/plain", "only GET /metrics is served\n".to_owned()),
+        ("GET" | "HEAD", _) => (
+            "404 Not Found",
+            "text/plain",
+            "not found: metrics are at /metrics\n".to_owned(),
+        ),
+        _ => (
+            "405 Method Not Allowed",
+            "text/plain",
+            "only GET /metrics is served\n".to_owned(),
+        ),
     };
     let mut response = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
@@ -180,6 +231,8 @@ fn answer(mut stream: TcpStream, source: &mut MetricsSource) -> Result<()> {
     if method != "HEAD" {
         response.extend_from_slice(body.as_bytes());
     }
-    stream.write_all(&response).context("writing the response")?;
+    stream
+        .write_all(&response)
+        .context("writing the response")?;
     Ok(())
 }

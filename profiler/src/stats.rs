@@ -16,7 +16,9 @@ pub struct LatencyHistogram {
 
 impl Default for LatencyHistogram {
     fn default() -> Self {
-        Self { counts: vec![0; HIST_BUCKETS] }
+        Self {
+            counts: vec![0; HIST_BUCKETS],
+        }
     }
 }
 
@@ -57,10 +59,18 @@ impl LatencyHistogram {
 
     /// The non-empty buckets, in increasing order.
     pub fn buckets(&self) -> impl Iterator<Item = Bucket> + '_ {
-        self.counts.iter().enumerate().filter(|(_, c)| **c > 0).map(|(i, &count)| {
-            let i = i as u32;
-            Bucket { low: bucket_lower_bound(i), high: bucket_upper_bound(i), count }
-        })
+        self.counts
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| **c > 0)
+            .map(|(i, &count)| {
+                let i = i as u32;
+                Bucket {
+                    low: bucket_lower_bound(i),
+                    high: bucket_upper_bound(i),
+                    count,
+                }
+            })
     }
 
     /// The value at quantile `q` (0..=1): the midpoint of the bucket holding that rank, so it is
@@ -88,7 +98,8 @@ impl LatencyHistogram {
     pub fn to_hdr(&self) -> Histogram<u64> {
         let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");
         for b in self.buckets() {
-            h.record_n(midpoint(b), b.count).expect("auto-resizing histogram accepts any u64");
+            h.record_n(midpoint(b), b.count)
+                .expect("auto-resizing histogram accepts any u64");
         }
         h
     }
@@ -98,7 +109,12 @@ impl LatencyHistogram {
     #[must_use]
     pub fn since(&self, earlier: &Self) -> Self {
         Self {
-            counts: self.counts.iter().zip(&earlier.counts).map(|(a, b)| a.saturating_sub(*b)).collect(),
+            counts: self
+                .counts
+                .iter()
+                .zip(&earlier.counts)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect(),
         }
     }
 
@@ -109,7 +125,10 @@ impl LatencyHistogram {
         if total == 0 {
             return 0.0;
         }
-        self.buckets().map(|b| midpoint(b) as f64 * b.count as f64).sum::<f64>() / total as f64
+        self.buckets()
+            .map(|b| midpoint(b) as f64 * b.count as f64)
+            .sum::<f64>()
+            / total as f64
     }
 
     /// Smallest and largest bucket bounds that hold values.
@@ -181,7 +200,11 @@ impl SyscallSummary {
     /// Mean latency in ns.
     #[must_use]
     pub fn mean_ns(&self) -> f64 {
-        if self.calls == 0 { 0.0 } else { self.total_ns as f64 / self.calls as f64 }
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.total_ns as f64 / self.calls as f64
+        }
     }
 
     /// What happened between `earlier` and `self`. min/max come from the histogram's bounds,
@@ -266,12 +289,19 @@ impl DropCounts {
     /// table, whose calls are still counted).
     #[must_use]
     pub fn lost(&self) -> u64 {
-        DropReason::ALL.iter().filter(|r| r.loses_events()).map(|r| self.0[*r as usize]).sum()
+        DropReason::ALL
+            .iter()
+            .filter(|r| r.loses_events())
+            .map(|r| self.0[*r as usize])
+            .sum()
     }
 
     /// Non-zero reasons with their counts.
     pub fn nonzero(&self) -> impl Iterator<Item = (DropReason, u64)> + '_ {
-        DropReason::ALL.iter().map(|r| (*r, self.0[*r as usize])).filter(|(_, n)| *n > 0)
+        DropReason::ALL
+            .iter()
+            .map(|r| (*r, self.0[*r as usize]))
+            .filter(|(_, n)| *n > 0)
     }
 }
 
@@ -369,7 +399,11 @@ impl Snapshot {
         for (i, d) in dropped.0.iter_mut().enumerate() {
             *d = self.dropped.0[i].saturating_sub(earlier.dropped.0[i]);
         }
-        Self { syscalls, processes, dropped }
+        Self {
+            syscalls,
+            processes,
+            dropped,
+        }
     }
 }
 
@@ -396,7 +430,10 @@ mod tests {
             let bucket = bucket_index(want);
             let width = bucket_upper_bound(bucket) - bucket_lower_bound(bucket) + 1;
             let got = h.value_at_quantile(q);
-            assert!(got.abs_diff(want) <= width, "q={q}: got {got}, exact {want}, bucket width {width}");
+            assert!(
+                got.abs_diff(want) <= width,
+                "q={q}: got {got}, exact {want}, bucket width {width}"
+            );
             // hdrhistogram adds its own 1/1000 resolution on top of the bucket midpoint.
             let from_hdr = hdr.value_at_quantile(q);
             assert!(
@@ -433,7 +470,12 @@ mod tests {
 
     #[test]
     fn since_subtracts_counts_and_keeps_names() {
-        let mut a = SyscallSummary { name: "close".into(), calls: 10, total_ns: 1000, ..Default::default() };
+        let mut a = SyscallSummary {
+            name: "close".into(),
+            calls: 10,
+            total_ns: 1000,
+            ..Default::default()
+        };
         a.latency.record_n(100, 10);
         let mut b = a.clone();
         b.calls = 15;

@@ -10,16 +10,27 @@ fn syscall_mechanisms_get_kernel_timed_send_columns() {
     let options = C2cOptions {
         cpus: None,
         round_trips: 2_000,
-        mechanisms: vec![Mechanism::Pipe, Mechanism::UnixSocket, Mechanism::EventFd, Mechanism::SpinAligned],
+        mechanisms: vec![
+            Mechanism::Pipe,
+            Mechanism::UnixSocket,
+            Mechanism::EventFd,
+            Mechanism::SpinAligned,
+        ],
         time_limit: Duration::from_secs(10),
     };
     let report = c2c::run(&options, Some(&mut timer as &mut dyn SyscallTimer)).expect("c2c runs");
     for result in &report.results {
-        let m = result.outcome.measurement().unwrap_or_else(|| panic!("{} was not measured", result.mechanism));
+        let m = result
+            .outcome
+            .measurement()
+            .unwrap_or_else(|| panic!("{} was not measured", result.mechanism));
         match result.mechanism {
             Mechanism::SpinAligned => assert!(m.syscalls.is_none(), "spinning makes no syscalls"),
             mechanism => {
-                let share = m.syscalls.as_ref().unwrap_or_else(|| panic!("{mechanism}: no syscall columns"));
+                let share = m
+                    .syscalls
+                    .as_ref()
+                    .unwrap_or_else(|| panic!("{mechanism}: no syscall columns"));
                 // One send each way per round trip.
                 assert!(
                     (1.9..=2.2).contains(&share.calls_per_round_trip),
@@ -27,7 +38,10 @@ fn syscall_mechanisms_get_kernel_timed_send_columns() {
                     share.calls_per_round_trip
                 );
                 assert!(share.ns_per_round_trip > 0.0 && share.share_of_round_trip > 0.0);
-                assert!(share.share_of_round_trip < 1.0, "{mechanism}: sends cannot take the whole round trip");
+                assert!(
+                    share.share_of_round_trip < 1.0,
+                    "{mechanism}: sends cannot take the whole round trip"
+                );
             }
         }
     }

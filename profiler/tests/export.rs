@@ -30,12 +30,15 @@ use profiler::{
 static KERNEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    KERNEL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A fresh empty directory under cargo's per-test scratch dir.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("export-{name}-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("export-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
@@ -67,10 +70,19 @@ fn json_has_schema_version_metadata_and_buckets_that_add_up_to_the_calls() {
         assert_eq!(m["variant"].as_str(), original.variant.as_deref());
         assert_eq!(m["run"].as_u64(), original.run.map(u64::from));
         assert!(m["load"]["qps"].as_f64().unwrap() > 0.0);
-        let load_count: u64 =
-            m["load"]["latency_ns"]["buckets"].as_array().unwrap().iter().map(|b| b["count"].as_u64().unwrap()).sum();
+        let load_count: u64 = m["load"]["latency_ns"]["buckets"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| b["count"].as_u64().unwrap())
+            .sum();
         assert_eq!(load_count, original.load.as_ref().unwrap().latency.len());
-        for (s, o) in m["syscalls"].as_array().unwrap().iter().zip(&original.syscalls.syscalls) {
+        for (s, o) in m["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(&original.syscalls.syscalls)
+        {
             assert_eq!(s["name"], o.name.as_str());
             assert_eq!(s["calls"].as_u64().unwrap(), o.calls);
             let buckets = s["latency_buckets"].as_array().unwrap();
@@ -79,10 +91,16 @@ fn json_has_schema_version_metadata_and_buckets_that_add_up_to_the_calls() {
             for b in buckets {
                 assert!(b["low"].as_u64().unwrap() <= b["high"].as_u64().unwrap());
             }
-            assert_eq!(s["p99_ns"].as_u64().unwrap(), o.latency.value_at_quantile(0.99));
+            assert_eq!(
+                s["p99_ns"].as_u64().unwrap(),
+                o.latency.value_at_quantile(0.99)
+            );
             assert_eq!(s["events_per_call"].is_null(), o.events.is_none());
             if o.errors.total() > 0 {
-                assert_eq!(s["errors"]["by_errno"]["EAGAIN"].as_u64().unwrap(), o.errors.0[0]);
+                assert_eq!(
+                    s["errors"]["by_errno"]["EAGAIN"].as_u64().unwrap(),
+                    o.errors.0[0]
+                );
             }
         }
         assert!(m["dropped"]["by_reason"]["no_start"].is_u64());
@@ -107,28 +125,49 @@ fn csv_has_a_header_and_one_row_per_variant_run_syscall() {
     let header: Vec<&str> = lines[0].split(',').collect();
     assert_eq!(header[..4], ["variant", "concurrency", "run", "syscall"]);
     let rows = &lines[1..];
-    let expected: usize = data.measurements.iter().map(|m| m.syscalls.syscalls.len()).sum();
+    let expected: usize = data
+        .measurements
+        .iter()
+        .map(|m| m.syscalls.syscalls.len())
+        .sum();
     assert_eq!(rows.len(), expected);
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
-    for (row, (m, s)) in
-        rows.iter().zip(data.measurements.iter().flat_map(|m| m.syscalls.syscalls.iter().map(move |s| (m, s))))
-    {
+    for (row, (m, s)) in rows.iter().zip(
+        data.measurements
+            .iter()
+            .flat_map(|m| m.syscalls.syscalls.iter().map(move |s| (m, s))),
+    ) {
         let cells: Vec<&str> = row.split(',').collect();
         assert_eq!(cells.len(), header.len(), "{row}");
         assert_eq!(cells[col("variant")], m.variant.as_deref().unwrap());
-        assert_eq!(cells[col("run")], m.run.map(|r| r.to_string()).unwrap_or_default());
+        assert_eq!(
+            cells[col("run")],
+            m.run.map(|r| r.to_string()).unwrap_or_default()
+        );
         assert_eq!(cells[col("syscall")], s.name);
         assert_eq!(cells[col("calls")].parse::<u64>().unwrap(), s.calls);
-        assert_eq!(cells[col("p99_9_ns")].parse::<u64>().unwrap(), s.latency.value_at_quantile(0.999));
+        assert_eq!(
+            cells[col("p99_9_ns")].parse::<u64>().unwrap(),
+            s.latency.value_at_quantile(0.999)
+        );
     }
 }
 
 #[test]
 fn csv_quotes_fields_with_commas() {
-    let mut data = run_data(&Shape { runs: 1, ..Shape::small() });
+    let mut data = run_data(&Shape {
+        runs: 1,
+        ..Shape::small()
+    });
     data.measurements[0].variant = Some("odd,\"name\"".into());
     let out = text(&Csv, &data);
-    assert!(out.lines().nth(1).unwrap().starts_with("\"odd,\"\"name\"\"\","), "{out}");
+    assert!(
+        out.lines()
+            .nth(1)
+            .unwrap()
+            .starts_with("\"odd,\"\"name\"\"\","),
+        "{out}"
+    );
 }
 
 // ---------- Prometheus ----------
@@ -143,10 +182,22 @@ fn promtool_check(exposition: &str) {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    child.stdin.take().unwrap().write_all(exposition.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(exposition.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
-    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && report.trim().is_empty(), "promtool check metrics:\n{report}");
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        out.status.success() && report.trim().is_empty(),
+        "promtool check metrics:\n{report}"
+    );
 }
 
 #[test]
@@ -161,7 +212,14 @@ fn buckets_of(exposition: &str, series_prefix: &str) -> Vec<(String, u64)> {
         .lines()
         .filter(|l| l.starts_with(series_prefix))
         .map(|l| {
-            let le = l.split("le=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+            let le = l
+                .split("le=\"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+                .to_owned();
             (le, l.rsplit(' ').next().unwrap().parse().unwrap())
         })
         .collect()
@@ -192,12 +250,31 @@ fn prometheus_value_at_a_kernel_bucket_high_lands_in_that_le_and_one_more_in_the
             ..Default::default()
         }];
         let out = text(&Prometheus, &data);
-        let buckets = buckets_of(&out, "syscall_profiler_syscall_latency_seconds_bucket{syscall=\"close\"");
-        let count_at = |le: &str| buckets.iter().find(|(l, _)| l == le).unwrap_or_else(|| panic!("no le={le}")).1;
-        assert_eq!(count_at(le_in), 1, "{value} ns must be counted at le={le_in}");
-        assert_eq!(count_at(le_below), 0, "{value} ns must not be counted at le={le_below}");
+        let buckets = buckets_of(
+            &out,
+            "syscall_profiler_syscall_latency_seconds_bucket{syscall=\"close\"",
+        );
+        let count_at = |le: &str| {
+            buckets
+                .iter()
+                .find(|(l, _)| l == le)
+                .unwrap_or_else(|| panic!("no le={le}"))
+                .1
+        };
+        assert_eq!(
+            count_at(le_in),
+            1,
+            "{value} ns must be counted at le={le_in}"
+        );
+        assert_eq!(
+            count_at(le_below),
+            0,
+            "{value} ns must not be counted at le={le_below}"
+        );
         assert_eq!(count_at("+Inf"), 1);
-        assert!(out.contains("syscall_profiler_syscall_latency_seconds_count{syscall=\"close\"} 1"));
+        assert!(
+            out.contains("syscall_profiler_syscall_latency_seconds_count{syscall=\"close\"} 1")
+        );
         promtool_check(&out);
     }
 }
@@ -222,7 +299,10 @@ fn prometheus_buckets_are_cumulative_and_inf_equals_count() {
         );
         assert!(out.contains(&errors), "missing {errors}");
     }
-    assert!(!out.contains("run=\""), "runs are summarised by their aggregate");
+    assert!(
+        !out.contains("run=\""),
+        "runs are summarised by their aggregate"
+    );
 }
 
 // ---------- HdrHistogram ----------
@@ -232,21 +312,38 @@ fn hdr_python() -> PathBuf {
     let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hdrhistogram-venv");
     let python = venv.join("bin/python3");
     let ok = |p: &Path| {
-        Command::new(p).args(["-c", "import hdrh.histogram, hdrh.log"]).output().is_ok_and(|o| o.status.success())
+        Command::new(p)
+            .args(["-c", "import hdrh.histogram, hdrh.log"])
+            .output()
+            .is_ok_and(|o| o.status.success())
     };
     if ok(&python) {
         return python;
     }
     let base = require_tool("python3", "python3 python3-venv");
-    let created = Command::new(base).args(["-m", "venv"]).arg(&venv).output().unwrap();
+    let created = Command::new(base)
+        .args(["-m", "venv"])
+        .arg(&venv)
+        .output()
+        .unwrap();
     assert!(
         created.status.success(),
         "python3 -m venv failed (apt-get install -y python3-venv): {}",
         String::from_utf8_lossy(&created.stderr)
     );
-    let pip = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "hdrhistogram"]).output().unwrap();
-    assert!(pip.status.success(), "pip install hdrhistogram (PyPI) failed: {}", String::from_utf8_lossy(&pip.stderr));
-    assert!(ok(&python), "the hdrhistogram package installed but `import hdrh` fails");
+    let pip = Command::new(venv.join("bin/pip"))
+        .args(["install", "--quiet", "hdrhistogram"])
+        .output()
+        .unwrap();
+    assert!(
+        pip.status.success(),
+        "pip install hdrhistogram (PyPI) failed: {}",
+        String::from_utf8_lossy(&pip.stderr)
+    );
+    assert!(
+        ok(&python),
+        "the hdrhistogram package installed but `import hdrh` fails"
+    );
     python
 }
 
@@ -278,14 +375,33 @@ fn hdr_interval_logs_decode_with_the_pypi_package_to_the_same_counts_and_percent
     for s in &series {
         assert!(dir.join(format!("{}.hgrm", s.stem)).is_file());
         let log = dir.join(format!("{}.hlog", s.stem));
-        let out = Command::new(&python).args(["-c", DECODE]).arg(&log).output().unwrap();
-        assert!(out.status.success(), "decoding {}: {}", log.display(), String::from_utf8_lossy(&out.stderr));
+        let out = Command::new(&python)
+            .args(["-c", DECODE])
+            .arg(&log)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "decoding {}: {}",
+            log.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
         let decoded: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         let decoded = decoded.as_array().unwrap();
-        assert_eq!(decoded.len(), s.intervals.len(), "{}: one interval per run", s.stem);
+        assert_eq!(
+            decoded.len(),
+            s.intervals.len(),
+            "{}: one interval per run",
+            s.stem
+        );
         assert_eq!(decoded.len(), 3);
         for (d, (_, _, h)) in decoded.iter().zip(&s.intervals) {
-            assert_eq!(d["count"].as_u64().unwrap(), h.len(), "{} total count", s.stem);
+            assert_eq!(
+                d["count"].as_u64().unwrap(),
+                h.len(),
+                "{} total count",
+                s.stem
+            );
             // The whole distribution survives: every recorded value with its count.
             let theirs: Vec<(u64, u64)> = d["recorded"]
                 .as_array()
@@ -293,12 +409,20 @@ fn hdr_interval_logs_decode_with_the_pypi_package_to_the_same_counts_and_percent
                 .iter()
                 .map(|p| (p[0].as_u64().unwrap(), p[1].as_u64().unwrap()))
                 .collect();
-            let ours: Vec<(u64, u64)> =
-                h.iter_recorded().map(|v| (v.value_iterated_to(), v.count_at_value())).collect();
+            let ours: Vec<(u64, u64)> = h
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
             assert_eq!(theirs, ours, "{}: recorded values and counts", s.stem);
             // Percentiles agree up to one rank (Python rounds the rank, Rust takes its ceiling).
             let n = h.len() as f64;
-            for (p, q) in [("50.0", 0.5), ("90.0", 0.9), ("99.0", 0.99), ("99.9", 0.999), ("100.0", 1.0)] {
+            for (p, q) in [
+                ("50.0", 0.5),
+                ("90.0", 0.9),
+                ("99.0", 0.99),
+                ("99.9", 0.999),
+                ("100.0", 1.0),
+            ] {
                 let theirs = d["p"][p].as_u64().unwrap();
                 let low = h.value_at_quantile((q - 1.0 / n).max(0.0));
                 let high = h.value_at_quantile((q + 1.0 / n).min(1.0));
@@ -318,23 +442,52 @@ fn hgrm_table_matches_the_hdrhistogram_layout() {
     let s = &hdr::series(&data).unwrap()[0];
     let table = hdr::percentile_distribution(&s.total);
     let lines: Vec<&str> = table.lines().collect();
-    assert_eq!(lines[0], "       Value     Percentile TotalCount 1/(1-Percentile)");
+    assert_eq!(
+        lines[0],
+        "       Value     Percentile TotalCount 1/(1-Percentile)"
+    );
     assert_eq!(lines[1], "");
-    let rows: Vec<Vec<&str>> =
-        lines[2..].iter().take_while(|l| !l.starts_with('#')).map(|l| l.split_whitespace().collect()).collect();
+    let rows: Vec<Vec<&str>> = lines[2..]
+        .iter()
+        .take_while(|l| !l.starts_with('#'))
+        .map(|l| l.split_whitespace().collect())
+        .collect();
     assert!(rows.len() > 20);
-    assert!(rows[..rows.len() - 1].iter().all(|r| r.len() == 4), "value, percentile, total count, 1/(1-p)");
+    assert!(
+        rows[..rows.len() - 1].iter().all(|r| r.len() == 4),
+        "value, percentile, total count, 1/(1-p)"
+    );
     let last = rows.last().unwrap();
-    assert_eq!((last.len(), last[1]), (3, "1.000000000000"), "the 100% row has no 1/(1-p)");
+    assert_eq!(
+        (last.len(), last[1]),
+        (3, "1.000000000000"),
+        "the 100% row has no 1/(1-p)"
+    );
     assert_eq!(last[2].parse::<u64>().unwrap(), s.total.len());
     // Values are µs (ratio 1000): the median row is within the histogram's precision of p50.
-    let median = rows.iter().find(|r| r[1].parse::<f64>().unwrap() >= 0.5).unwrap();
+    let median = rows
+        .iter()
+        .find(|r| r[1].parse::<f64>().unwrap() >= 0.5)
+        .unwrap();
     let p50_us = s.total.value_at_quantile(0.5) as f64 / 1000.0;
-    assert!((median[0].parse::<f64>().unwrap() - p50_us).abs() <= p50_us * 0.002 + 0.001, "{median:?} vs {p50_us}");
-    let footer: Vec<&str> = lines.iter().filter(|l| l.starts_with("#[")).copied().collect();
+    assert!(
+        (median[0].parse::<f64>().unwrap() - p50_us).abs() <= p50_us * 0.002 + 0.001,
+        "{median:?} vs {p50_us}"
+    );
+    let footer: Vec<&str> = lines
+        .iter()
+        .filter(|l| l.starts_with("#["))
+        .copied()
+        .collect();
     assert_eq!(footer.len(), 3);
-    assert!(footer[0].starts_with("#[Mean    = ") && footer[1].contains("Total count    = "), "{footer:?}");
-    assert!(footer[2].contains("SubBuckets     =         2048"), "{footer:?}");
+    assert!(
+        footer[0].starts_with("#[Mean    = ") && footer[1].contains("Total count    = "),
+        "{footer:?}"
+    );
+    assert!(
+        footer[2].contains("SubBuckets     =         2048"),
+        "{footer:?}"
+    );
 }
 
 // ---------- Markdown ----------
@@ -350,7 +503,11 @@ fn markdown_tables_have_as_many_cells_as_columns() {
                 continue;
             }
             let cells = line.replace("\\|", "").matches('|').count();
-            assert_eq!(*width.get_or_insert(cells), cells, "ragged table row: {line}");
+            assert_eq!(
+                *width.get_or_insert(cells),
+                cells,
+                "ragged table row: {line}"
+            );
         }
         assert!(out.contains("| syscall | calls |"));
     }
@@ -399,7 +556,10 @@ fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
         std::thread::sleep(Duration::from_millis(100));
     };
     let log = std::fs::read_to_string(dir.join("chromium.log")).unwrap_or_default();
-    assert!(status.success() && shot.is_file(), "chromium failed ({status}):\n{log}");
+    assert!(
+        status.success() && shot.is_file(),
+        "chromium failed ({status}):\n{log}"
+    );
     let decoder = png::Decoder::new(std::io::BufReader::new(std::fs::File::open(&shot).unwrap()));
     let mut reader = decoder.read_info().unwrap();
     let mut buf = vec![0; reader.output_buffer_size().unwrap()];
@@ -407,7 +567,10 @@ fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
     let channels = info.color_type.samples();
     let pixels: Vec<&[u8]> = buf[..info.buffer_size()].chunks(channels).collect();
     let distinct: std::collections::HashSet<&[u8]> = pixels.iter().copied().collect();
-    let non_white = pixels.iter().filter(|p| p[..3].iter().any(|c| *c < 240)).count();
+    let non_white = pixels
+        .iter()
+        .filter(|p| p[..3].iter().any(|c| *c < 240))
+        .count();
     (distinct.len(), non_white as f64 / pixels.len() as f64, log)
 }
 
@@ -417,15 +580,30 @@ fn check_report(name: &str, data: &ExportData) {
     let html = text(&Html, data);
     assert!(
         !html.contains("http://")
-            || html.matches("http://").all(|_| html.contains("xmlns=\"http://www.w3.org/2000/svg\""))
+            || html
+                .matches("http://")
+                .all(|_| html.contains("xmlns=\"http://www.w3.org/2000/svg\""))
     );
-    assert!(!html.contains("<script") && !html.contains("<link") && !html.contains("src="), "self-contained");
+    assert!(
+        !html.contains("<script") && !html.contains("<link") && !html.contains("src="),
+        "self-contained"
+    );
     std::fs::write(&page, &html).unwrap();
     let (colours, ink, log) = chromium_render(&page, &dir);
-    assert!(colours > 20, "{name}: screenshot looks blank ({colours} distinct colours)");
-    assert!(ink > 0.02, "{name}: only {:.2}% of the screenshot is not white", ink * 100.0);
+    assert!(
+        colours > 20,
+        "{name}: screenshot looks blank ({colours} distinct colours)"
+    );
+    assert!(
+        ink > 0.02,
+        "{name}: only {:.2}% of the screenshot is not white",
+        ink * 100.0
+    );
     for bad in ["Uncaught", "ERROR:CONSOLE", "Failed to load resource"] {
-        assert!(!log.contains(bad), "{name}: console error in chromium's log:\n{log}");
+        assert!(
+            !log.contains(bad),
+            "{name}: console error in chromium's log:\n{log}"
+        );
     }
 }
 
@@ -433,7 +611,11 @@ fn check_report(name: &str, data: &ExportData) {
 fn html_report_renders_in_headless_chromium_for_run_and_attach_data() {
     let run = run_data(&Shape::small());
     let html = text(&Html, &run);
-    assert_eq!(html.matches("<svg").count(), 1 + 4 + 1, "QPS, one per syscall, calls per request");
+    assert_eq!(
+        html.matches("<svg").count(),
+        1 + 4 + 1,
+        "QPS, one per syscall, calls per request"
+    );
     check_report("html-run", &run);
     let attach = attach_data();
     let html = text(&Html, &attach);
@@ -457,24 +639,45 @@ fn write_exports_writes_every_format_and_nothing_else() {
     let mut data = run_data(&Shape::small());
     data.partial = true;
     write_exports(&args, &data).unwrap();
-    let mut names: Vec<String> =
-        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
     names.sort();
-    assert_eq!(names, ["hdr", "r.csv", "r.html", "r.json", "r.md", "r.prom"], "no temporary files left");
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
+    assert_eq!(
+        names,
+        ["hdr", "r.csv", "r.html", "r.json", "r.md", "r.prom"],
+        "no temporary files left"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
     assert_eq!(json["partial"], true);
     assert_eq!(std::fs::read_dir(dir.join("hdr")).unwrap().count(), 16);
 }
 
 #[test]
 fn bad_export_paths_fail_before_measuring_with_one_line() {
-    let two_stdout = ExportArgs { export_json: Some("-".into()), export_csv: Some("-".into()), ..Default::default() };
-    let e = profiler::export::check_export_args(&two_stdout).unwrap_err().to_string();
+    let two_stdout = ExportArgs {
+        export_json: Some("-".into()),
+        export_csv: Some("-".into()),
+        ..Default::default()
+    };
+    let e = profiler::export::check_export_args(&two_stdout)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("stdout") && !e.contains('\n'), "{e}");
-    let missing = ExportArgs { export_json: Some("/nonexistent-xyz/r.json".into()), ..Default::default() };
-    let e = profiler::export::check_export_args(&missing).unwrap_err().to_string();
+    let missing = ExportArgs {
+        export_json: Some("/nonexistent-xyz/r.json".into()),
+        ..Default::default()
+    };
+    let e = profiler::export::check_export_args(&missing)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("does not exist"), "{e}");
-    let hdr_stdout = ExportArgs { export_hdr: Some("-".into()), ..Default::default() };
+    let hdr_stdout = ExportArgs {
+        export_hdr: Some("-".into()),
+        ..Default::default()
+    };
     assert!(profiler::export::check_export_args(&hdr_stdout).is_err());
 }
 
@@ -492,17 +695,35 @@ fn attach_writes_its_exports_for_a_command() {
         .arg(dir.join("a.prom"))
         .arg("--export-hdr")
         .arg(dir.join("hdr"))
-        .args(["--", "/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do cat /dev/null; done"])
+        .args([
+            "--",
+            "/bin/sh",
+            "-c",
+            "for i in 1 2 3 4 5 6 7 8 9 10; do cat /dev/null; done",
+        ])
         .output()
         .unwrap();
-    assert!(out.status.success(), "attach failed: {}", String::from_utf8_lossy(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.join("a.json")).unwrap()).unwrap();
+    assert!(
+        out.status.success(),
+        "attach failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("a.json")).unwrap()).unwrap();
     assert_eq!(json["metadata"]["command"], "attach");
     assert_eq!(json["partial"], false);
     let m = &json["measurements"][0];
     assert!(m["variant"].is_null() && m["run"].is_null());
-    let close = m["syscalls"].as_array().unwrap().iter().find(|s| s["name"] == "close").unwrap();
-    assert!(close["calls"].as_u64().unwrap() >= 10, "each cat closes at least one file: {close}");
+    let close = m["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "close")
+        .unwrap();
+    assert!(
+        close["calls"].as_u64().unwrap() >= 10,
+        "each cat closes at least one file: {close}"
+    );
     promtool_check(&std::fs::read_to_string(dir.join("a.prom")).unwrap());
     assert!(dir.join("hdr/close.hgrm").is_file() && dir.join("hdr/close.hlog").is_file());
 }
@@ -512,7 +733,13 @@ fn attach_interrupted_by_ctrl_c_still_exports_complete_results() {
     let _serial = serial();
     let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
     let mut attach = Command::new(env!("CARGO_BIN_EXE_profiler"))
-        .args(["attach", "--pid", &sleeper.id().to_string(), "--export-json", "-"])
+        .args([
+            "attach",
+            "--pid",
+            &sleeper.id().to_string(),
+            "--export-json",
+            "-",
+        ])
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -530,10 +757,21 @@ fn attach_interrupted_by_ctrl_c_still_exports_complete_results() {
     let out = attach.wait_with_output().unwrap();
     let _ = sleeper.kill();
     let _ = sleeper.wait();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("stdout is not only the JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not only the JSON ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
     assert_eq!(json["partial"], false, "Ctrl-C is attach's normal end");
     assert_eq!(json["metadata"]["settings"]["stopped"], "interrupted");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("Traced for"), "the table went to stderr");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("Traced for"),
+        "the table went to stderr"
+    );
 }

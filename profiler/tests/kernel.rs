@@ -18,7 +18,9 @@ use profiler_common::ErrnoClass;
 static KERNEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    KERNEL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A forked child, stopped (SIGSTOP) before it runs `work`.
@@ -62,7 +64,10 @@ impl Child {
         let mut status = 0;
         // SAFETY: our own child.
         let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) };
-        assert!(rc == self.pid && libc::WIFSTOPPED(status), "child did not stop again");
+        assert!(
+            rc == self.pid && libc::WIFSTOPPED(status),
+            "child did not stop again"
+        );
     }
 
     /// Waits for the exit and asserts it was clean.
@@ -70,14 +75,21 @@ impl Child {
         let mut status = 0;
         // SAFETY: our own child.
         unsafe { libc::waitpid(self.pid, &mut status, 0) };
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child failed: {status}"
+        );
     }
 }
 
 fn session(syscalls: &[&str], target: Target) -> Session {
     let syscalls = Syscall::resolve_list(syscalls).expect("syscall names resolve");
-    Session::start(&SessionConfig { syscalls, target, noop: false })
-        .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
+    Session::start(&SessionConfig {
+        syscalls,
+        target,
+        noop: false,
+    })
+    .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
 }
 
 fn snapshot(session: &Session) -> Snapshot {
@@ -125,7 +137,11 @@ fn untracked_process_adds_nothing() {
     other.join();
     let snap = snapshot(&session);
     assert_eq!(snap.syscall("close").unwrap().calls, N);
-    assert!(snap.process(other.pid()).is_none(), "untracked pid appears: {:?}", snap.processes);
+    assert!(
+        snap.process(other.pid()).is_none(),
+        "untracked pid appears: {:?}",
+        snap.processes
+    );
 }
 
 #[test]
@@ -154,14 +170,30 @@ fn forked_children_are_followed_and_counted_under_their_own_pid() {
     parent.resume();
     let mut grandchild: i32 = 0;
     // SAFETY: reading 4 bytes into an i32.
-    assert_eq!(unsafe { libc::read(pipe[0], (&raw mut grandchild).cast(), 4) }, 4);
+    assert_eq!(
+        unsafe { libc::read(pipe[0], (&raw mut grandchild).cast(), 4) },
+        4
+    );
     parent.join();
     let snap = snapshot(&session);
     let count = |pid: u32| snap.process(pid).map_or(0, |p| p.syscalls[0].calls);
     assert_eq!(count(parent.pid()), PARENT_CLOSES);
-    assert_eq!(count(grandchild as u32), CHILD_CLOSES, "processes: {:?}", snap.processes);
-    assert_eq!(snap.syscall("close").unwrap().calls, PARENT_CLOSES + CHILD_CLOSES);
-    assert!(session.tracked_pids().unwrap().contains(&(grandchild as u32)));
+    assert_eq!(
+        count(grandchild as u32),
+        CHILD_CLOSES,
+        "processes: {:?}",
+        snap.processes
+    );
+    assert_eq!(
+        snap.syscall("close").unwrap().calls,
+        PARENT_CLOSES + CHILD_CLOSES
+    );
+    assert!(
+        session
+            .tracked_pids()
+            .unwrap()
+            .contains(&(grandchild as u32))
+    );
 }
 
 #[test]
@@ -191,7 +223,10 @@ fn pipe_read_waiting_20ms_measures_20ms() {
     let read = snap.syscall("read").unwrap();
     assert_eq!(read.calls, READS as u64);
     let p50 = read.latency.value_at_quantile(0.5);
-    assert!(p50.abs_diff(20_000_000) <= 1_000_000, "p50 {p50} ns is not 20 ms ± 1 ms");
+    assert!(
+        p50.abs_diff(20_000_000) <= 1_000_000,
+        "p50 {p50} ns is not 20 ms ± 1 ms"
+    );
 }
 
 #[test]
@@ -217,14 +252,28 @@ fn epoll_wait_timeout_on_empty_set_measures_10ms_and_no_events() {
     };
     let snap = snapshot(&session);
     let calls: Vec<_> = snap.syscalls.iter().filter(|s| s.calls > 0).collect();
-    assert_eq!(calls.len(), 1, "one of epoll_wait/epoll_pwait carries the calls: {calls:?}");
+    assert_eq!(
+        calls.len(),
+        1,
+        "one of epoll_wait/epoll_pwait carries the calls: {calls:?}"
+    );
     let wait = calls[0];
     assert_eq!(wait.calls, WAITS);
     let p50 = wait.latency.value_at_quantile(0.5);
-    assert!((10_000_000..=11_500_000).contains(&p50), "p50 {p50} ns is not ≈ 10 ms");
-    let events = wait.events.as_ref().expect("epoll syscalls histogram their events");
+    assert!(
+        (10_000_000..=11_500_000).contains(&p50),
+        "p50 {p50} ns is not ≈ 10 ms"
+    );
+    let events = wait
+        .events
+        .as_ref()
+        .expect("epoll syscalls histogram their events");
     assert_eq!(events.total(), WAITS);
-    assert_eq!(events.value_at_quantile(1.0), 0, "an empty set returns 0 events");
+    assert_eq!(
+        events.value_at_quantile(1.0),
+        0,
+        "an empty set returns 0 events"
+    );
 }
 
 #[test]
@@ -239,10 +288,16 @@ fn errors_are_classified_by_errno() {
             let addr = libc::sockaddr_in {
                 sin_family: libc::AF_INET as u16,
                 sin_port: 0,
-                sin_addr: libc::in_addr { s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be() },
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_be_bytes([127, 0, 0, 1]).to_be(),
+                },
                 sin_zero: [0; 8],
             };
-            libc::bind(fd, (&raw const addr).cast(), size_of::<libc::sockaddr_in>() as u32);
+            libc::bind(
+                fd,
+                (&raw const addr).cast(),
+                size_of::<libc::sockaddr_in>() as u32,
+            );
             libc::listen(fd, 16);
             for _ in 0..TRIES {
                 libc::accept4(fd, std::ptr::null_mut(), std::ptr::null_mut(), 0);
@@ -287,10 +342,14 @@ fn unknown_syscall_name_is_refused_with_valid_names() {
 fn nonexistent_pid_is_refused() {
     let _serial = serial();
     let syscalls = Syscall::resolve_list(&["close"]).unwrap();
-    let err = Session::start(&SessionConfig { syscalls, target: Target::Processes(vec![999_999_999]), noop: false })
-        .err()
-        .expect("a pid that does not exist is an error")
-        .to_string();
+    let err = Session::start(&SessionConfig {
+        syscalls,
+        target: Target::Processes(vec![999_999_999]),
+        noop: false,
+    })
+    .err()
+    .expect("a pid that does not exist is an error")
+    .to_string();
     assert!(err.contains("no process with pid 999999999"), "{err}");
 }
 

@@ -20,14 +20,20 @@ use profiler_common::ErrnoClass;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// target/debug/servers, built by `cargo xtask test` (the whole workspace).
 fn servers_binary() -> PathBuf {
     let profiler = PathBuf::from(env!("CARGO_BIN_EXE_profiler"));
     let servers = profiler.with_file_name("servers");
-    assert!(servers.is_file(), "{} is missing: run `cargo build -p servers` (cargo xtask test does)", servers.display());
+    assert!(
+        servers.is_file(),
+        "{} is missing: run `cargo build -p servers` (cargo xtask test does)",
+        servers.display()
+    );
     servers
 }
 
@@ -52,7 +58,11 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
 }
 
 fn variant(e: &Experiment, v: Variant) -> &VariantResult {
-    e.scenarios[0].variants.iter().find(|x| x.variant == v).expect("variant measured")
+    e.scenarios[0]
+        .variants
+        .iter()
+        .find(|x| x.variant == v)
+        .expect("variant measured")
 }
 
 #[test]
@@ -70,31 +80,53 @@ fn every_variant_serves_exact_counts_and_its_syscalls_match_the_workload() {
         assert!(r.load.qps() > 0.0);
         let close = r.syscalls.syscall("close").expect("close timed");
         // Every short connection closes exactly one server socket.
-        assert!(close.calls >= REQUESTS, "{v}: {} closes for {REQUESTS} requests", close.calls);
+        assert!(
+            close.calls >= REQUESTS,
+            "{v}: {} closes for {REQUESTS} requests",
+            close.calls
+        );
         let accepted: u64 = ["accept", "accept4"]
             .iter()
             .filter_map(|n| r.syscalls.syscall(n))
             .map(|s| s.calls - s.errors.total())
             .sum();
-        assert_eq!(accepted, REQUESTS, "{v}: one successful accept per connection");
+        assert_eq!(
+            accepted, REQUESTS,
+            "{v}: one successful accept per connection"
+        );
         assert_eq!(r.syscalls.dropped.lost(), 0, "{v}: nothing dropped");
-        let again: u64 =
-            ["accept", "accept4"].iter().filter_map(|n| r.syscalls.syscall(n)).map(|s| s.errors.get(ErrnoClass::Again)).sum();
+        let again: u64 = ["accept", "accept4"]
+            .iter()
+            .filter_map(|n| r.syscalls.syscall(n))
+            .map(|s| s.errors.get(ErrnoClass::Again))
+            .sum();
         match v {
             // lt accepts until EAGAIN: about one failed accept per connection at concurrency 1.
             Variant::Lt => assert!(again >= REQUESTS / 2, "lt: only {again} EAGAIN accepts"),
             Variant::LtPure => assert_eq!(again, 0, "lt-pure accepts once per event"),
             _ => {}
         }
-        assert!(r.server_cpu.is_some_and(|c| c.on_cpu_ns > 0), "{v}: server CPU measured");
+        assert!(
+            r.server_cpu.is_some_and(|c| c.on_cpu_ns > 0),
+            "{v}: server CPU measured"
+        );
     }
     let mp = variant(&experiment, Variant::Mp).merged_syscalls();
     let workers_with_accepts = mp
         .processes
         .iter()
-        .filter(|p| p.syscalls.iter().zip(&mp.syscalls).any(|(c, s)| s.name.starts_with("accept") && c.calls > 0))
+        .filter(|p| {
+            p.syscalls
+                .iter()
+                .zip(&mp.syscalls)
+                .any(|(c, s)| s.name.starts_with("accept") && c.calls > 0)
+        })
         .count();
-    assert!(workers_with_accepts >= 1, "mp: per-worker counters present: {:?}", mp.processes);
+    assert!(
+        workers_with_accepts >= 1,
+        "mp: per-worker counters present: {:?}",
+        mp.processes
+    );
 }
 
 #[test]
@@ -107,17 +139,35 @@ fn baseline_and_strace_runs_produce_their_columns() {
     let experiment = run::run(&opts).expect("the experiment runs");
     let lt = variant(&experiment, Variant::Lt);
     assert!(lt.failure.is_none(), "{:?}", lt.failure);
-    let baseline = lt.of_kind(RunKind::Baseline).next().expect("a baseline run");
+    let baseline = lt
+        .of_kind(RunKind::Baseline)
+        .next()
+        .expect("a baseline run");
     assert_eq!(baseline.load.requests, 300);
-    assert!(baseline.syscalls.syscalls.is_empty(), "nothing attached during the baseline");
+    assert!(
+        baseline.syscalls.syscalls.is_empty(),
+        "nothing attached during the baseline"
+    );
     let strace = lt.of_kind(RunKind::Strace).next().expect("a strace run");
-    let close = strace.strace.iter().find(|r| r.syscall == "close").expect("strace counted close");
+    let close = strace
+        .strace
+        .iter()
+        .find(|r| r.syscall == "close")
+        .expect("strace counted close");
     assert!(close.calls >= 300, "strace's close calls: {}", close.calls);
     let metadata = profiler::export::Metadata::collect("run");
     let report = run::report::render(&experiment, &opts, &metadata);
     assert!(report.contains("Profiler overhead"), "{report}");
-    assert!(report.contains("strace -f -c against the kernel"), "{report}");
-    assert!(report.lines().any(|l| l.starts_with("lt") && l.contains("close") && l.contains('×')), "{report}");
+    assert!(
+        report.contains("strace -f -c against the kernel"),
+        "{report}"
+    );
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("lt") && l.contains("close") && l.contains('×')),
+        "{report}"
+    );
 }
 
 #[test]
@@ -127,11 +177,21 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     let wrapper = dir.path().join("dying-server");
     std::fs::write(
         &wrapper,
-        format!("#!/bin/sh\n{} \"$@\" &\nsleep 0.7\nkill -9 $!\nwait\nexit 3\n", servers_binary().display()),
+        format!(
+            "#!/bin/sh\n{} \"$@\" &\nsleep 0.7\nkill -9 $!\nwait\nexit 3\n",
+            servers_binary().display()
+        ),
     )
     .unwrap();
-    std::fs::set_permissions(&wrapper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let mut opts = options(&[Variant::Et], ScenarioSpec::new("dies", 1, Stop::Duration(Duration::from_secs(2)), 1));
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut opts = options(
+        &[Variant::Et],
+        ScenarioSpec::new("dies", 1, Stop::Duration(Duration::from_secs(2)), 1),
+    );
     opts.server_bin = wrapper;
     opts.warmup = None;
     opts.timeout = Duration::from_millis(500);
@@ -140,16 +200,36 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     let failure = et.failure.as_deref().expect("the death is reported");
     assert!(failure.contains("exited with status 3"), "{failure}");
     let r = &et.runs[0];
-    assert!(r.load.requests > 0, "requests before the death were measured");
+    assert!(
+        r.load.requests > 0,
+        "requests before the death were measured"
+    );
     assert!(r.load.errors.total() > 0, "requests after it failed");
-    assert!(r.syscalls.syscall("close").is_some_and(|c| c.calls > 0), "kernel measurements kept");
-    let report = run::report::render(&experiment, &opts, &profiler::export::Metadata::collect("run"));
-    assert!(report.contains("!! et: the server exited with status 3"), "{report}");
+    assert!(
+        r.syscalls.syscall("close").is_some_and(|c| c.calls > 0),
+        "kernel measurements kept"
+    );
+    let report = run::report::render(
+        &experiment,
+        &opts,
+        &profiler::export::Metadata::collect("run"),
+    );
+    assert!(
+        report.contains("!! et: the server exited with status 3"),
+        "{report}"
+    );
 }
 
 fn profiler_run(args: &[&str]) -> (i32, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_profiler")).arg("run").args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stderr).into_owned())
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .arg("run")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 #[test]
@@ -158,7 +238,10 @@ fn bad_option_values_get_one_line_errors() {
         (vec!["--variants", "lt,foo"], "unknown variant 'foo'"),
         (vec!["--server-cpus", "99"], "CPU 99 is not online"),
         (vec!["--rate", "-5"], "is not a positive number"),
-        (vec!["--preset", "everything"], "unknown preset 'everything'"),
+        (
+            vec!["--preset", "everything"],
+            "unknown preset 'everything'",
+        ),
         (vec!["--warmup", "soon"], "--warmup"),
         (vec!["--workload", "ftp"], "ftp"),
         (vec!["--server-bin", "/nonexistent/servers"], "not found"),
@@ -167,7 +250,10 @@ fn bad_option_values_get_one_line_errors() {
         let (code, stderr) = profiler_run(&args);
         assert_ne!(code, 0, "{args:?} succeeded");
         let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
-        assert!(lines.iter().any(|l| l.contains(expected)), "{args:?}: {stderr}");
+        assert!(
+            lines.iter().any(|l| l.contains(expected)),
+            "{args:?}: {stderr}"
+        );
         assert!(lines.len() <= 3, "{args:?}: a short error, got:\n{stderr}");
     }
 }

@@ -14,7 +14,9 @@ use std::{
 static KERNEL: Mutex<()> = Mutex::new(());
 
 fn serial() -> MutexGuard<'static, ()> {
-    KERNEL.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    KERNEL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Kills (SIGTERM, then SIGKILL after 10 s) and reaps a process when dropped, even on panic.
@@ -80,29 +82,52 @@ impl Closer {
             libc::kill(self.pid, libc::SIGCONT);
             libc::waitpid(self.pid, &mut status, 0);
         }
-        assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0, "child failed: {status}");
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child failed: {status}"
+        );
     }
 }
 
 fn require(path: &str, package: &str) -> PathBuf {
     let p = PathBuf::from(path);
-    assert!(p.is_file(), "{path} is missing: apt-get install -y {package}");
+    assert!(
+        p.is_file(),
+        "{path} is missing: apt-get install -y {package}"
+    );
     p
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A plain HTTP/1.1 GET on loopback: (status code, body); `None` while nothing listens.
 fn try_get(port: u16, target: &str) -> Option<(u16, String)> {
     let mut stream = TcpStream::connect(("127.0.0.1", port)).ok()?;
-    stream.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
-    write!(stream, "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n").ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .ok()?;
+    write!(
+        stream,
+        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
-    let status = response.split_whitespace().nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
-    let body = response.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    let status = response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_owned())
+        .unwrap_or_default();
     Some((status, body))
 }
 
@@ -137,7 +162,15 @@ fn query(port: u16, promql: &str) -> Option<f64> {
 fn start_serve(pid: i32) -> (Killed, u16) {
     let mut serve = Killed(
         Command::new(env!("CARGO_BIN_EXE_profiler"))
-            .args(["serve", "--pid", &pid.to_string(), "--listen", "127.0.0.1:0", "--syscalls", "close,read"])
+            .args([
+                "serve",
+                "--pid",
+                &pid.to_string(),
+                "--listen",
+                "127.0.0.1:0",
+                "--syscalls",
+                "close,read",
+            ])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -151,7 +184,9 @@ fn start_serve(pid: i32) -> (Killed, u16) {
             let _ = tx.send(line);
         }
     });
-    let line = rx.recv_timeout(Duration::from_secs(60)).expect("profiler serve printed nothing within 60 s");
+    let line = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("profiler serve printed nothing within 60 s");
     let port = line
         .split("http://127.0.0.1:")
         .nth(1)
@@ -174,7 +209,10 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
     .unwrap();
     let child = Command::new(prometheus)
         .arg(format!("--config.file={}", config.display()))
-        .arg(format!("--storage.tsdb.path={}", dir.join("data").display()))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
@@ -192,16 +230,21 @@ fn serve_answers_metrics_and_404_elsewhere() {
     child.run_to_completion();
     let (status, body) = http_get(port, "/metrics");
     assert_eq!(status, 200);
-    assert!(body.contains(&format!("syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n")), "{body}");
-    assert!(body.contains(&format!("syscall_profiler_syscall_latency_seconds_count{{syscall=\"close\"}} {CLOSES}\n")));
+    assert!(
+        body.contains(&format!(
+            "syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n"
+        )),
+        "{body}"
+    );
+    assert!(body.contains(&format!(
+        "syscall_profiler_syscall_latency_seconds_count{{syscall=\"close\"}} {CLOSES}\n"
+    )));
     assert_eq!(http_get(port, "/").0, 404);
     assert_eq!(http_get(port, "/metricsx").0, 404);
     // Cumulative since start: a second scrape still counts the same calls.
-    assert!(
-        http_get(port, "/metrics")
-            .1
-            .contains(&format!("syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n"))
-    );
+    assert!(http_get(port, "/metrics").1.contains(&format!(
+        "syscall_profiler_syscall_calls_total{{syscall=\"close\"}} {CLOSES}\n"
+    )));
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
 }
 
@@ -209,7 +252,8 @@ fn serve_answers_metrics_and_404_elsewhere() {
 fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
     let _serial = serial();
     const CLOSES: u64 = 12_345;
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-prometheus-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-prometheus-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
 
@@ -232,14 +276,24 @@ fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
     }
     let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
     let log_tail: String = log.lines().rev().take(15).collect::<Vec<_>>().join("\n");
-    assert_eq!(last, Some(CLOSES as f64), "Prometheus never saw {CLOSES} close calls; its log ends:\n{log_tail}");
+    assert_eq!(
+        last,
+        Some(CLOSES as f64),
+        "Prometheus never saw {CLOSES} close calls; its log ends:\n{log_tail}"
+    );
     assert_eq!(query(prom_port, count), Some(CLOSES as f64));
     let median = query(prom_port, p50).expect("histogram_quantile has a value");
-    assert!(median > 0.0 && median < 0.01, "median close latency {median} s is not plausible");
+    assert!(
+        median > 0.0 && median < 0.01,
+        "median close latency {median} s is not plausible"
+    );
     let up = query(prom_port, "up{job=\"profiler\"}");
     assert_eq!(up, Some(1.0), "the scrape target is up");
 
-    assert!(prometheus.stop(), "prometheus did not stop cleanly; log:\n{log_tail}");
+    assert!(
+        prometheus.stop(),
+        "prometheus did not stop cleanly; log:\n{log_tail}"
+    );
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -86,7 +86,11 @@ fn run(cli: Cli) -> Result<ExitCode> {
             setup()?;
             cargo(&["build", "--release", "-p", "profiler", "-p", "servers"])?;
             let profiler = root().join("target/release/profiler");
-            let args = if args.is_empty() { vec!["run".to_owned()] } else { args };
+            let args = if args.is_empty() {
+                vec!["run".to_owned()]
+            } else {
+                args
+            };
             run_as_root(&profiler, &args)
         }
         Task::Test { args } => {
@@ -105,7 +109,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
 }
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask lives in the workspace").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
 }
 
 fn is_root() -> bool {
@@ -140,8 +147,14 @@ fn cargo(args: &[&str]) -> Result<()> {
 }
 
 fn output(program: &str, args: &[&str]) -> Option<String> {
-    let out = Command::new(program).args(args).stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    let out = Command::new(program)
+        .args(args)
+        .stderr(Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// Installs only what is missing: the nightly's rust-src, and bpf-linker built against the
@@ -151,7 +164,9 @@ fn setup() -> Result<()> {
         format!("the `{NIGHTLY}` Rust toolchain is missing: install it with `rustup toolchain install {NIGHTLY}` (the eBPF crate needs it)")
     })?;
     let sysroot = PathBuf::from(
-        output("rustup", &["run", NIGHTLY, "rustc", "--print", "sysroot"]).context("nightly sysroot")?.trim(),
+        output("rustup", &["run", NIGHTLY, "rustc", "--print", "sysroot"])
+            .context("nightly sysroot")?
+            .trim(),
     );
     ensure_rust_src(&sysroot)?;
     ensure_bpf_linker(&version, &sysroot)?;
@@ -174,9 +189,15 @@ fn ensure_rust_src(sysroot: &Path) -> Result<()> {
     // The measured fallback: the same component as a tarball in the team's shared folder.
     let tarball = root().join("../shared/toolchain/rust-src-nightly.tar.xz");
     if !tarball.is_file() {
-        bail!("rust-src could not be added to {NIGHTLY} and {} is missing", tarball.display());
+        bail!(
+            "rust-src could not be added to {NIGHTLY} and {} is missing",
+            tarball.display()
+        );
     }
-    eprintln!("setup: rustup could not add rust-src; unpacking {}", tarball.display());
+    eprintln!(
+        "setup: rustup could not add rust-src; unpacking {}",
+        tarball.display()
+    );
     let dest = sysroot.join("lib/rustlib");
     let status = Command::new("tar")
         .arg("-xJf")
@@ -186,14 +207,21 @@ fn ensure_rust_src(sysroot: &Path) -> Result<()> {
         .status()
         .context("running tar")?;
     if !status.success() || !library.is_dir() {
-        bail!("unpacking {} into {} failed", tarball.display(), dest.display());
+        bail!(
+            "unpacking {} into {} failed",
+            tarball.display(),
+            dest.display()
+        );
     }
     Ok(())
 }
 
 fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
     let installed = output("rustup", &["run", NIGHTLY, "bpf-linker", "--version"]);
-    if installed.as_deref().is_some_and(|v| v.contains(BPF_LINKER_VERSION)) {
+    if installed
+        .as_deref()
+        .is_some_and(|v| v.contains(BPF_LINKER_VERSION))
+    {
         return Ok(());
     }
     // "LLVM version: 22.1.4" → 22; the library is the nightly's own libLLVM.so.22.1-rust-...
@@ -208,7 +236,10 @@ fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
         .with_context(|| format!("reading {}", lib_dir.display()))?
         .flatten()
         .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with(&format!("libLLVM.so.{llvm_major}.")) || n.starts_with(&format!("libLLVM-{llvm_major}")))
+        .filter(|n| {
+            n.starts_with(&format!("libLLVM.so.{llvm_major}."))
+                || n.starts_with(&format!("libLLVM-{llvm_major}"))
+        })
         .min_by_key(|n| usize::from(!n.starts_with("libLLVM.so.")))
         .with_context(|| format!("no libLLVM for LLVM {llvm_major} in {}", lib_dir.display()))?;
     let prefix = cargo_home().join("bpf-linker-llvm");
@@ -224,17 +255,25 @@ fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
     let rustflags = format!("-C link-arg=-Wl,-rpath,{}", lib_dir.display());
     let status = Command::new("cargo")
         .args(["install", &format!("bpf-linker@{BPF_LINKER_VERSION}")])
-        .args(["--no-default-features", "--features", &format!("llvm-{llvm_major}")])
+        .args([
+            "--no-default-features",
+            "--features",
+            &format!("llvm-{llvm_major}"),
+        ])
         .env("LLVM_PREFIX", &prefix)
         .env("RUSTFLAGS", rustflags)
         .env_remove("CARGO_TARGET_DIR")
         .status()
         .context("running cargo install bpf-linker")?;
     if !status.success() {
-        bail!("`cargo install bpf-linker@{BPF_LINKER_VERSION}` failed ({status}); bpf-linker offers llvm-21..23 and the nightly has LLVM {llvm_major}");
+        bail!(
+            "`cargo install bpf-linker@{BPF_LINKER_VERSION}` failed ({status}); bpf-linker offers llvm-21..23 and the nightly has LLVM {llvm_major}"
+        );
     }
     if output("rustup", &["run", NIGHTLY, "bpf-linker", "--version"]).is_none() {
-        bail!("bpf-linker was installed but does not run; check `rustup run {NIGHTLY} bpf-linker --version`");
+        bail!(
+            "bpf-linker was installed but does not run; check `rustup run {NIGHTLY} bpf-linker --version`"
+        );
     }
     Ok(())
 }
@@ -252,14 +291,23 @@ fn on_path(program: &str) -> bool {
 }
 
 fn install_test_packages() -> Result<()> {
-    let missing: Vec<&str> =
-        TEST_PACKAGES.iter().filter(|(program, _)| !on_path(program)).map(|(_, package)| *package).collect();
+    let missing: Vec<&str> = TEST_PACKAGES
+        .iter()
+        .filter(|(program, _)| !on_path(program))
+        .map(|(_, package)| *package)
+        .collect();
     if missing.is_empty() {
         return Ok(());
     }
-    require_root(&format!("installing the test tools ({})", missing.join(" ")))?;
+    require_root(&format!(
+        "installing the test tools ({})",
+        missing.join(" ")
+    ))?;
     eprintln!("setup: apt-get install {}", missing.join(" "));
-    let update = Command::new("apt-get").args(["update", "-q"]).status().context("running apt-get")?;
+    let update = Command::new("apt-get")
+        .args(["update", "-q"])
+        .status()
+        .context("running apt-get")?;
     if !update.success() {
         bail!("apt-get update failed ({update})");
     }
@@ -299,8 +347,15 @@ fn run_as_root(program: &Path, args: &[String]) -> Result<ExitCode> {
         c.arg("--preserve-env=PATH").arg(program);
         c
     } else {
-        bail!("profiler needs root to load eBPF programs and sudo is not installed: run `cargo xtask run` as root");
+        bail!(
+            "profiler needs root to load eBPF programs and sudo is not installed: run `cargo xtask run` as root"
+        );
     };
-    let status = command.args(args.iter().map(OsString::from)).status().context("running profiler")?;
-    Ok(ExitCode::from(u8::try_from(status.code().unwrap_or(1)).unwrap_or(1)))
+    let status = command
+        .args(args.iter().map(OsString::from))
+        .status()
+        .context("running profiler")?;
+    Ok(ExitCode::from(
+        u8::try_from(status.code().unwrap_or(1)).unwrap_or(1),
+    ))
 }

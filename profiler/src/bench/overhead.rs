@@ -92,8 +92,13 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
         eprintln!("bpftrace is not installed: its column is left out (apt-get install bpftrace)");
     }
     pin_to_last_cpu();
-    let mut results: Vec<Measured> =
-        configs.iter().map(|&config| Measured { config, samples: Vec::new() }).collect();
+    let mut results: Vec<Measured> = configs
+        .iter()
+        .map(|&config| Measured {
+            config,
+            samples: Vec::new(),
+        })
+        .collect();
     for round in 0..args.rounds {
         for m in &mut results {
             let ns = measure_one(m.config, &close, args.iterations)
@@ -172,9 +177,8 @@ fn pin_to_last_cpu() {
 }
 
 fn which(program: &str) -> bool {
-    std::env::var_os("PATH").is_some_and(|path| {
-        std::env::split_paths(&path).any(|dir| dir.join(program).is_file())
-    })
+    std::env::var_os("PATH")
+        .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
 }
 
 /// bpftrace running the one-liner against this process; killed on drop.
@@ -243,10 +247,22 @@ impl Drop for BpftraceGuard {
 /// The results table: ns per iteration, added ns, and the ratio of added cost to the floor's.
 #[must_use]
 pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
-    let nothing = results.iter().find(|m| m.config == Config::Nothing).map_or(0.0, Measured::median);
-    let floor = results.iter().find(|m| m.config == Config::Floor).map_or(0.0, Measured::median);
+    let nothing = results
+        .iter()
+        .find(|m| m.config == Config::Nothing)
+        .map_or(0.0, Measured::median);
+    let floor = results
+        .iter()
+        .find(|m| m.config == Config::Floor)
+        .map_or(0.0, Measured::median);
     let floor_added = floor - nothing;
-    let mut table = TextTable::new(["configuration", "ns/iter (median)", "min … max", "added ns", "× floor"]);
+    let mut table = TextTable::new([
+        "configuration",
+        "ns/iter (median)",
+        "min … max",
+        "added ns",
+        "× floor",
+    ]);
     for m in results {
         let median = m.median();
         let min = m.samples.iter().copied().fold(f64::INFINITY, f64::min);
@@ -261,7 +277,11 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             m.config.label().to_owned(),
             format!("{median:.0}"),
             format!("{min:.0} … {max:.0}"),
-            if m.config == Config::Nothing { "-".to_owned() } else { format!("{added:.0}") },
+            if m.config == Config::Nothing {
+                "-".to_owned()
+            } else {
+                format!("{added:.0}")
+            },
             ratio,
         ]);
     }
@@ -271,7 +291,9 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     );
     out.push_str(&table.render());
     if floor_added <= 0.0 {
-        out.push_str("warning: the floor added no measurable cost; the machine was too noisy for a ratio\n");
+        out.push_str(
+            "warning: the floor added no measurable cost; the machine was too noisy for a ratio\n",
+        );
     }
     out
 }

@@ -45,10 +45,18 @@ pub fn ensure_tracefs() -> Result<(), SetupError> {
     let fstype = CString::new("tracefs").expect("no NUL in a constant");
     // SAFETY: valid NUL-terminated strings; no data argument.
     let rc = unsafe {
-        libc::mount(fstype.as_ptr(), target.as_ptr(), fstype.as_ptr(), 0, std::ptr::null())
+        libc::mount(
+            fstype.as_ptr(),
+            target.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
     };
     if rc != 0 {
-        return Err(SetupError::TracefsNotMounted(std::io::Error::last_os_error()));
+        return Err(SetupError::TracefsNotMounted(
+            std::io::Error::last_os_error(),
+        ));
     }
     log::info!("mounted tracefs at {TRACEFS}");
     if events.join("syscalls").is_dir() {
@@ -68,9 +76,15 @@ pub fn pid_max() -> u32 {
 
 /// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11).
 pub fn raise_memlock_limit() {
-    let unlimited = libc::rlimit { rlim_cur: libc::RLIM_INFINITY, rlim_max: libc::RLIM_INFINITY };
+    let unlimited = libc::rlimit {
+        rlim_cur: libc::RLIM_INFINITY,
+        rlim_max: libc::RLIM_INFINITY,
+    };
     // SAFETY: a valid rlimit struct.
     if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
-        log::debug!("could not lift RLIMIT_MEMLOCK: {}", std::io::Error::last_os_error());
+        log::debug!(
+            "could not lift RLIMIT_MEMLOCK: {}",
+            std::io::Error::last_os_error()
+        );
     }
 }

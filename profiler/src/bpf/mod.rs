@@ -28,7 +28,8 @@ use crate::{
 };
 
 /// The compiled kernel programs, built by `build.rs`.
-static EBPF_OBJECT: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf.o"));
+static EBPF_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf.o"));
 
 /// Which processes to time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -76,7 +77,10 @@ impl Drop for Session {
                 taken.push(link);
             }
         }
-        let threads: Vec<_> = taken.into_iter().map(|link| std::thread::spawn(move || drop(link))).collect();
+        let threads: Vec<_> = taken
+            .into_iter()
+            .map(|link| std::thread::spawn(move || drop(link)))
+            .collect();
         for t in threads {
             let _ = t.join();
         }
@@ -116,8 +120,13 @@ impl Session {
         // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
         let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
 
-        let mut session =
-            Self { ebpf, syscalls: config.syscalls.clone(), named: Vec::new(), logger, links: Vec::new() };
+        let mut session = Self {
+            ebpf,
+            syscalls: config.syscalls.clone(),
+            named: Vec::new(),
+            logger,
+            links: Vec::new(),
+        };
         session.write_slots()?;
         for pid in initial {
             session.track(pid)?;
@@ -142,11 +151,12 @@ impl Session {
             return Err(SetupError::TooManyPids(self.named.len() + 1));
         }
         let mut pids: Array<&mut MapData, u32> = self.map_mut("PROCESS_PIDS")?;
-        pids.set(index, pid, 0).map_err(|e| SetupError::bpf("writing PROCESS_PIDS", e))?;
+        pids.set(index, pid, 0)
+            .map_err(|e| SetupError::bpf("writing PROCESS_PIDS", e))?;
         let mut tracked: Array<&mut MapData, u32> = self.map_mut("TRACKED")?;
-        tracked
-            .set(pid, index + 1, 0)
-            .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e))?;
+        tracked.set(pid, index + 1, 0).map_err(|e| {
+            SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e)
+        })?;
         self.named.push(pid);
         Ok(())
     }
@@ -165,8 +175,13 @@ impl Session {
         let mut syscalls = Vec::with_capacity(self.syscalls.len());
         for (slot, syscall) in self.syscalls.iter().enumerate() {
             let slot = slot as u32;
-            let per_cpu = slots.get(&slot, 0).map_err(|e| SetupError::bpf("reading SYSCALLS", e))?;
-            let mut summary = SyscallSummary { name: syscall.name.clone(), ..Default::default() };
+            let per_cpu = slots
+                .get(&slot, 0)
+                .map_err(|e| SetupError::bpf("reading SYSCALLS", e))?;
+            let mut summary = SyscallSummary {
+                name: syscall.name.clone(),
+                ..Default::default()
+            };
             let mut errors = ErrnoCounts::default();
             let mut min_ns = u64::MAX;
             for cpu in per_cpu.iter() {
@@ -186,8 +201,9 @@ impl Session {
             summary.min_ns = if summary.calls > 0 { min_ns } else { 0 };
             summary.errors = errors;
             if syscall.returns_events() {
-                let per_cpu =
-                    events.get(&slot, 0).map_err(|e| SetupError::bpf("reading EVENTS", e))?;
+                let per_cpu = events
+                    .get(&slot, 0)
+                    .map_err(|e| SetupError::bpf("reading EVENTS", e))?;
                 let mut hist = LatencyHistogram::default();
                 for cpu in per_cpu.iter() {
                     hist.add_counts(&cpu.counts);
@@ -196,7 +212,11 @@ impl Session {
             }
             syscalls.push(summary);
         }
-        Ok(Snapshot { syscalls, processes: self.read_processes()?, dropped: self.read_dropped()? })
+        Ok(Snapshot {
+            syscalls,
+            processes: self.read_processes()?,
+            dropped: self.read_dropped()?,
+        })
     }
 
     /// Zeroes every counter and histogram (not the tracking): what follows starts from nothing,
@@ -213,7 +233,8 @@ impl Session {
             for index in 0..entries {
                 let zeros = aya::maps::PerCpuValues::try_from(vec![T::default(); cpus])
                     .map_err(|e| SetupError::bpf(format!("zeroing {name}"), e))?;
-                map.set(index, zeros, 0).map_err(|e| SetupError::bpf(format!("zeroing {name}"), e))?;
+                map.set(index, zeros, 0)
+                    .map_err(|e| SetupError::bpf(format!("zeroing {name}"), e))?;
             }
             Ok(())
         }
@@ -222,22 +243,32 @@ impl Session {
         zero::<LatencyBuckets>(self, "EVENTS", slots, cpus)?;
         zero::<u64>(self, "DROPPED", DROP_REASONS as u32, cpus)?;
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
-        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let forked = next
+            .get(&0, 0)
+            .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
         let named = self.named.len() as u32;
         let mut map: PerCpuArray<&mut MapData, ProcessStats> = self.map_mut("PROCESSES")?;
-        let forked_end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
-        for index in (0..named).chain(FIRST_FORKED_PROCESS..forked_end).chain([OVERFLOW_PROCESS]) {
+        let forked_end =
+            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        for index in (0..named)
+            .chain(FIRST_FORKED_PROCESS..forked_end)
+            .chain([OVERFLOW_PROCESS])
+        {
             let zeros = aya::maps::PerCpuValues::try_from(vec![ProcessStats::default(); cpus])
                 .map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
-            map.set(index, zeros, 0).map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
+            map.set(index, zeros, 0)
+                .map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
         }
         Ok(())
     }
 
     fn read_processes(&self) -> Result<Vec<ProcessSummary>, SetupError> {
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
-        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
-        let forked_end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let forked = next
+            .get(&0, 0)
+            .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let forked_end =
+            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
         let stats: PerCpuArray<&MapData, ProcessStats> = self.map("PROCESSES")?;
 
@@ -248,9 +279,12 @@ impl Session {
             let pid = if index == OVERFLOW_PROCESS {
                 0
             } else {
-                pids.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?
+                pids.get(&index, 0)
+                    .map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?
             };
-            let per_cpu = stats.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
+            let per_cpu = stats
+                .get(&index, 0)
+                .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
             let mut summary = ProcessSummary {
                 pid,
                 syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
@@ -282,7 +316,9 @@ impl Session {
         let dropped: PerCpuArray<&MapData, u64> = self.map("DROPPED")?;
         let mut counts = DropCounts::default();
         for reason in 0..DROP_REASONS as u32 {
-            let per_cpu = dropped.get(&reason, 0).map_err(|e| SetupError::bpf("reading DROPPED", e))?;
+            let per_cpu = dropped
+                .get(&reason, 0)
+                .map_err(|e| SetupError::bpf("reading DROPPED", e))?;
             counts.0[reason as usize] = per_cpu.iter().sum();
         }
         Ok(counts)
@@ -291,12 +327,18 @@ impl Session {
     /// Pids of every process the session has tracked so far (named and forked).
     pub fn tracked_pids(&self) -> Result<Vec<u32>, SetupError> {
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
-        let forked = next.get(&0, 0).map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
-        let end = (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let forked = next
+            .get(&0, 0)
+            .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
+        let end =
+            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
         let mut out = self.named.clone();
         for index in FIRST_FORKED_PROCESS..end {
-            out.push(pids.get(&index, 0).map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?);
+            out.push(
+                pids.get(&index, 0)
+                    .map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?,
+            );
         }
         Ok(out)
     }
@@ -307,50 +349,72 @@ impl Session {
             .iter()
             .enumerate()
             .map(|(slot, s)| {
-                let flags = if s.returns_events() { SLOT_FLAG_EVENTS } else { 0 };
+                let flags = if s.returns_events() {
+                    SLOT_FLAG_EVENTS
+                } else {
+                    0
+                };
                 (s.nr, (slot as u32 + 1) | flags)
             })
             .collect();
         let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut("SLOT_OF_NR")?;
         for (nr, entry) in entries {
-            slot_of_nr
-                .set(nr, entry, 0)
-                .map_err(|e| SetupError::bpf(format!("syscall number {nr} beyond the slot table"), e))?;
+            slot_of_nr.set(nr, entry, 0).map_err(|e| {
+                SetupError::bpf(format!("syscall number {nr} beyond the slot table"), e)
+            })?;
         }
         Ok(())
     }
 
     fn attach(&mut self, noop: bool) -> Result<(), SetupError> {
-        let (enter, exit) = if noop { ("noop", "noop") } else { ("syscall_enter", "syscall_exit") };
+        let (enter, exit) = if noop {
+            ("noop", "noop")
+        } else {
+            ("syscall_enter", "syscall_exit")
+        };
         let names: Vec<String> = self.syscalls.iter().map(|s| s.name.clone()).collect();
         // Exit programs first: a call that enters after its enter program is attached then always
         // finds its exit program attached.
         for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
-            let tracepoints: Vec<(String, String)> =
-                names.iter().map(|n| ("syscalls".to_owned(), format!("{prefix}{n}"))).collect();
+            let tracepoints: Vec<(String, String)> = names
+                .iter()
+                .map(|n| ("syscalls".to_owned(), format!("{prefix}{n}")))
+                .collect();
             self.attach_program(program, &tracepoints)?;
         }
         if !noop {
             self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
-            self.attach_program("process_exit", &[("sched".into(), "sched_process_exit".into())])?;
+            self.attach_program(
+                "process_exit",
+                &[("sched".into(), "sched_process_exit".into())],
+            )?;
         }
         Ok(())
     }
 
-    fn attach_program(&mut self, name: &str, tracepoints: &[(String, String)]) -> Result<(), SetupError> {
+    fn attach_program(
+        &mut self,
+        name: &str,
+        tracepoints: &[(String, String)],
+    ) -> Result<(), SetupError> {
         let program: &mut TracePoint = self
             .ebpf
             .program_mut(name)
-            .ok_or_else(|| SetupError::bpf(format!("program {name}"), anyhow::anyhow!("missing from the object")))?
+            .ok_or_else(|| {
+                SetupError::bpf(
+                    format!("program {name}"),
+                    anyhow::anyhow!("missing from the object"),
+                )
+            })?
             .try_into()
             .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
         if program.fd().is_err() {
             program.load().map_err(|e| load_error(name, e))?;
         }
         for (category, tracepoint) in tracepoints {
-            let id = program
-                .attach(category, tracepoint)
-                .map_err(|e| SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e))?;
+            let id = program.attach(category, tracepoint).map_err(|e| {
+                SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e)
+            })?;
             self.links.push((name.to_owned(), id));
         }
         Ok(())
@@ -361,10 +425,12 @@ impl Session {
         M: TryFrom<&'a aya::maps::Map>,
         <M as TryFrom<&'a aya::maps::Map>>::Error: Into<anyhow::Error>,
     {
-        let map = self
-            .ebpf
-            .map(name)
-            .ok_or_else(|| SetupError::bpf(format!("map {name}"), anyhow::anyhow!("missing from the object")))?;
+        let map = self.ebpf.map(name).ok_or_else(|| {
+            SetupError::bpf(
+                format!("map {name}"),
+                anyhow::anyhow!("missing from the object"),
+            )
+        })?;
         M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
     }
 
@@ -373,10 +439,12 @@ impl Session {
         M: TryFrom<&'a mut aya::maps::Map>,
         <M as TryFrom<&'a mut aya::maps::Map>>::Error: Into<anyhow::Error>,
     {
-        let map = self
-            .ebpf
-            .map_mut(name)
-            .ok_or_else(|| SetupError::bpf(format!("map {name}"), anyhow::anyhow!("missing from the object")))?;
+        let map = self.ebpf.map_mut(name).ok_or_else(|| {
+            SetupError::bpf(
+                format!("map {name}"),
+                anyhow::anyhow!("missing from the object"),
+            )
+        })?;
         M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
     }
 }
@@ -384,11 +452,18 @@ impl Session {
 /// Turns a load failure into a one-line cause plus the tail of the verifier log.
 fn load_error(program: &str, error: ProgramError) -> SetupError {
     match error {
-        ProgramError::LoadError { io_error, verifier_log } => {
+        ProgramError::LoadError {
+            io_error,
+            verifier_log,
+        } => {
             let log = verifier_log.to_string();
             let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
             let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-            SetupError::VerifierRejected { program: program.to_owned(), cause: io_error.to_string(), log_tail: tail }
+            SetupError::VerifierRejected {
+                program: program.to_owned(),
+                cause: io_error.to_string(),
+                log_tail: tail,
+            }
         }
         other => SetupError::bpf(format!("loading program {program}"), other),
     }

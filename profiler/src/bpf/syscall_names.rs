@@ -5,7 +5,14 @@ use std::{fmt, path::Path, str::FromStr};
 use crate::{bpf::environment::TRACEFS, error::SetupError};
 
 /// The set timed when `--syscalls` is not given: what an epoll server spends its time in.
-pub const DEFAULT_SYSCALLS: &[&str] = &["accept", "accept4", "close", "epoll_wait", "epoll_pwait", "read"];
+pub const DEFAULT_SYSCALLS: &[&str] = &[
+    "accept",
+    "accept4",
+    "close",
+    "epoll_wait",
+    "epoll_pwait",
+    "read",
+];
 
 /// One syscall to time: its name (the tracepoint suffix) and number on this architecture.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -20,7 +27,10 @@ impl Syscall {
     /// Whether the call returns a count of ready events (histogrammed per call).
     #[must_use]
     pub fn returns_events(&self) -> bool {
-        matches!(self.name.as_str(), "epoll_wait" | "epoll_pwait" | "epoll_pwait2")
+        matches!(
+            self.name.as_str(),
+            "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
+        )
     }
 
     /// Resolves a name against the syscall table and this kernel's `sys_enter_*` tracepoints.
@@ -29,17 +39,24 @@ impl Syscall {
         let sysno = syscalls::Sysno::from_str(name).ok();
         let has_tracepoint = tracepoint_dir().join(format!("sys_enter_{name}")).is_dir();
         match sysno {
-            Some(sysno) if has_tracepoint => {
-                Ok(Self { name: name.to_owned(), nr: u32::try_from(sysno.id()).unwrap_or(u32::MAX) })
-            }
-            _ => Err(SetupError::UnknownSyscall { name: name.to_owned(), examples: suggestions(name) }),
+            Some(sysno) if has_tracepoint => Ok(Self {
+                name: name.to_owned(),
+                nr: u32::try_from(sysno.id()).unwrap_or(u32::MAX),
+            }),
+            _ => Err(SetupError::UnknownSyscall {
+                name: name.to_owned(),
+                examples: suggestions(name),
+            }),
         }
     }
 
     /// Resolves a comma-separated list, keeping the order and dropping repeats.
     pub fn resolve_list<S: AsRef<str>>(names: &[S]) -> Result<Vec<Self>, SetupError> {
         let mut out: Vec<Self> = Vec::new();
-        for name in names.iter().flat_map(|n| n.as_ref().split(',')).filter(|n| !n.trim().is_empty())
+        for name in names
+            .iter()
+            .flat_map(|n| n.as_ref().split(','))
+            .filter(|n| !n.trim().is_empty())
         {
             let syscall = Self::resolve(name)?;
             if !out.contains(&syscall) {
@@ -70,7 +87,12 @@ pub fn available() -> Vec<String> {
         .into_iter()
         .flatten()
         .flatten()
-        .filter_map(|e| e.file_name().to_str()?.strip_prefix("sys_enter_").map(str::to_owned))
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("sys_enter_")
+                .map(str::to_owned)
+        })
         .collect();
     names.sort();
     names
@@ -79,14 +101,24 @@ pub fn available() -> Vec<String> {
 /// Up to eight valid names that look like `name` (sharing a prefix or containing it).
 fn suggestions(name: &str) -> String {
     let all = available();
-    let mut close: Vec<&String> =
-        all.iter().filter(|n| n.contains(name) || name.contains(n.as_str())).collect();
+    let mut close: Vec<&String> = all
+        .iter()
+        .filter(|n| n.contains(name) || name.contains(n.as_str()))
+        .collect();
     if close.is_empty() {
         let prefix: String = name.chars().take(3).collect();
         close = all.iter().filter(|n| n.starts_with(&prefix)).collect();
     }
     if close.is_empty() {
-        close = all.iter().filter(|n| DEFAULT_SYSCALLS.contains(&n.as_str())).collect();
+        close = all
+            .iter()
+            .filter(|n| DEFAULT_SYSCALLS.contains(&n.as_str()))
+            .collect();
     }
-    close.iter().take(8).map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+    close
+        .iter()
+        .take(8)
+        .map(|s| s.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
 }

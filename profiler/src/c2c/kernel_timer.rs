@@ -27,7 +27,10 @@ impl KernelSyscallTimer {
             target: Target::Processes(vec![std::process::id()]),
             noop: false,
         })?;
-        Ok(Self { session, before: Snapshot::default() })
+        Ok(Self {
+            session,
+            before: Snapshot::default(),
+        })
     }
 }
 

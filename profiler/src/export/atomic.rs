@@ -23,7 +23,11 @@ impl Destination {
     /// `-` is standard output; anything else a path.
     #[must_use]
     pub fn parse(path: &Path) -> Self {
-        if path.as_os_str() == "-" { Self::Stdout } else { Self::File(path.to_owned()) }
+        if path.as_os_str() == "-" {
+            Self::Stdout
+        } else {
+            Self::File(path.to_owned())
+        }
     }
 
     /// Writes `bytes` to the destination: atomically for a file, in one write for stdout.
@@ -31,7 +35,9 @@ impl Destination {
         match self {
             Self::Stdout => {
                 let mut out = io::stdout().lock();
-                out.write_all(bytes).and_then(|()| out.flush()).context("writing an export to stdout")
+                out.write_all(bytes)
+                    .and_then(|()| out.flush())
+                    .context("writing an export to stdout")
             }
             Self::File(path) => write_atomic(path, bytes),
         }
@@ -42,17 +48,27 @@ impl Destination {
 /// The temporary file is removed if any step fails.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     let Some(name) = path.file_name() else {
-        bail!("'{}' is not a file name: give a path such as results/out.json", path.display());
+        bail!(
+            "'{}' is not a file name: give a path such as results/out.json",
+            path.display()
+        );
     };
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
         _ => PathBuf::from("."),
     };
     if !dir.is_dir() {
-        bail!("cannot write '{}': directory '{}' does not exist; create it first", path.display(), dir.display());
+        bail!(
+            "cannot write '{}': directory '{}' does not exist; create it first",
+            path.display(),
+            dir.display()
+        );
     }
     if path.is_dir() {
-        bail!("cannot write '{}': it is a directory; give a file name", path.display());
+        bail!(
+            "cannot write '{}': it is a directory; give a file name",
+            path.display()
+        );
     }
     let mut temp_name = std::ffi::OsString::from(".");
     temp_name.push(name);
@@ -83,20 +99,35 @@ mod tests {
         write_atomic(&path, b"first").unwrap();
         write_atomic(&path, b"second").unwrap();
         assert_eq!(fs::read(&path).unwrap(), b"second");
-        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(names, vec![std::ffi::OsString::from("out.txt")], "only the file itself remains");
+        let names: Vec<_> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(
+            names,
+            vec![std::ffi::OsString::from("out.txt")],
+            "only the file itself remains"
+        );
         fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
     fn missing_directory_is_a_one_line_error() {
-        let err = write_atomic(Path::new("/nonexistent-dir-xyz/out.json"), b"x").unwrap_err().to_string();
-        assert!(err.contains("does not exist") && !err.contains('\n'), "{err}");
+        let err = write_atomic(Path::new("/nonexistent-dir-xyz/out.json"), b"x")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not exist") && !err.contains('\n'),
+            "{err}"
+        );
     }
 
     #[test]
     fn dash_is_stdout() {
         assert_eq!(Destination::parse(Path::new("-")), Destination::Stdout);
-        assert_eq!(Destination::parse(Path::new("a.json")), Destination::File("a.json".into()));
+        assert_eq!(
+            Destination::parse(Path::new("a.json")),
+            Destination::File("a.json".into())
+        );
     }
 }

@@ -66,11 +66,24 @@ impl Exporter for Csv {
                     s.min_ns.to_string(),
                     s.max_ns.to_string(),
                 ]);
-                row.extend(super::QUANTILES.iter().map(|(q, _)| s.latency.value_at_quantile(*q).to_string()));
+                row.extend(
+                    super::QUANTILES
+                        .iter()
+                        .map(|(q, _)| s.latency.value_at_quantile(*q).to_string()),
+                );
                 row.push(s.dropped.to_string());
-                row.push(m.calls_per_request(s).map(|c| format!("{c:.4}")).unwrap_or_default());
+                row.push(
+                    m.calls_per_request(s)
+                        .map(|c| format!("{c:.4}"))
+                        .unwrap_or_default(),
+                );
                 row.push(opt(m.load.as_ref().map(|l| l.requests)));
-                row.push(m.load.as_ref().map(|l| format!("{:.1}", l.qps)).unwrap_or_default());
+                row.push(
+                    m.load
+                        .as_ref()
+                        .map(|l| format!("{:.1}", l.qps))
+                        .unwrap_or_default(),
+                );
                 row.push(data.partial.to_string());
                 let _ = writeln!(out, "{}", row.join(","));
             }

@@ -45,15 +45,30 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
             continue;
         }
         seen.push(group);
-        let aggregate = data.measurements.iter().find(|m| m.same_group(group) && m.run.is_none());
+        let aggregate = data
+            .measurements
+            .iter()
+            .find(|m| m.same_group(group) && m.run.is_none());
         let runs = data.runs_of(group);
-        let interval_sources: Vec<&Measurement> = if runs.is_empty() { aggregate.into_iter().collect() } else { runs };
+        let interval_sources: Vec<&Measurement> = if runs.is_empty() {
+            aggregate.into_iter().collect()
+        } else {
+            runs
+        };
         for name in data.syscall_names() {
             let intervals: Vec<(String, f64, Histogram<u64>)> = interval_sources
                 .iter()
                 .map(|m| {
-                    let h = m.syscalls.syscall(name).map_or_else(empty, |s| s.latency.to_hdr());
-                    (m.run.map_or_else(|| "all".to_owned(), |r| format!("run{r}")), duration_s(m, data), h)
+                    let h = m
+                        .syscalls
+                        .syscall(name)
+                        .map_or_else(empty, |s| s.latency.to_hdr());
+                    (
+                        m.run
+                            .map_or_else(|| "all".to_owned(), |r| format!("run{r}")),
+                        duration_s(m, data),
+                        h,
+                    )
                 })
                 .collect();
             let total = match aggregate.and_then(|a| a.syscalls.syscall(name)) {
@@ -61,7 +76,9 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
                 None => {
                     let mut merged = empty();
                     for (_, _, h) in &intervals {
-                        merged.add(h).map_err(|e| anyhow!("merging runs of {name}: {e:?}"))?;
+                        merged
+                            .add(h)
+                            .map_err(|e| anyhow!("merging runs of {name}: {e:?}"))?;
                     }
                     merged
                 }
@@ -69,7 +86,11 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
             if total.is_empty() {
                 continue;
             }
-            out.push(HdrSeries { stem: stem(group, name), total, intervals });
+            out.push(HdrSeries {
+                stem: stem(group, name),
+                total,
+                intervals,
+            });
         }
     }
     Ok(out)
@@ -77,10 +98,17 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
 
 /// Writes `<stem>.hgrm` and `<stem>.hlog` for every series into `dir` (created if missing).
 pub fn write_dir(dir: &Path, data: &ExportData) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating directory '{}'", dir.display()))?;
+    std::fs::create_dir_all(dir)
+        .with_context(|| format!("creating directory '{}'", dir.display()))?;
     for s in series(data)? {
-        write_atomic(&dir.join(format!("{}.hgrm", s.stem)), percentile_distribution(&s.total).as_bytes())?;
-        write_atomic(&dir.join(format!("{}.hlog", s.stem)), &interval_log(&s, data)?)?;
+        write_atomic(
+            &dir.join(format!("{}.hgrm", s.stem)),
+            percentile_distribution(&s.total).as_bytes(),
+        )?;
+        write_atomic(
+            &dir.join(format!("{}.hlog", s.stem)),
+            &interval_log(&s, data)?,
+        )?;
     }
     Ok(())
 }
@@ -91,18 +119,33 @@ fn empty() -> Histogram<u64> {
 
 /// A measurement's length: the load generator's measured time, else the command's wall time.
 fn duration_s(m: &Measurement, data: &ExportData) -> f64 {
-    m.load.as_ref().map_or(data.metadata.duration_s, |l| l.elapsed_s).max(0.0)
+    m.load
+        .as_ref()
+        .map_or(data.metadata.duration_s, |l| l.elapsed_s)
+        .max(0.0)
 }
 
 fn stem(m: &Measurement, syscall: &str) -> String {
     let clean = |s: &str| -> String {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+        s.chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect()
     };
     let mut prefix = m.variant.as_deref().map(clean).unwrap_or_default();
     if let Some(c) = m.concurrency {
         prefix.push_str(&format!("-c{c}"));
     }
-    if prefix.is_empty() { clean(syscall) } else { format!("{prefix}.{}", clean(syscall)) }
+    if prefix.is_empty() {
+        clean(syscall)
+    } else {
+        format!("{prefix}.{}", clean(syscall))
+    }
 }
 
 /// The `.hgrm` table: `Value Percentile TotalCount 1/(1-Percentile)` rows, then the footer, exactly
@@ -110,24 +153,53 @@ fn stem(m: &Measurement, syscall: &str) -> String {
 #[must_use]
 pub fn percentile_distribution(h: &Histogram<u64>) -> String {
     let digits = usize::from(h.sigfig());
-    let mut out = format!("{:>12} {:>14} {:>10} {:>14}\n\n", "Value", "Percentile", "TotalCount", "1/(1-Percentile)");
+    let mut out = format!(
+        "{:>12} {:>14} {:>10} {:>14}\n\n",
+        "Value", "Percentile", "TotalCount", "1/(1-Percentile)"
+    );
     let mut total = 0u64;
     for v in h.iter_quantiles(HGRM_TICKS_PER_HALF) {
         total += v.count_since_last_iteration();
         let value = v.value_iterated_to() as f64 / HGRM_SCALING_RATIO;
         let q = v.quantile_iterated_to();
         if q < 1.0 {
-            let _ = writeln!(out, "{value:>12.digits$} {q:>2.12} {total:>10} {:>14.2}", 1.0 / (1.0 - q));
+            let _ = writeln!(
+                out,
+                "{value:>12.digits$} {q:>2.12} {total:>10} {:>14.2}",
+                1.0 / (1.0 - q)
+            );
         } else {
             let _ = writeln!(out, "{value:>12.digits$} {q:>2.12} {total:>10}");
         }
     }
-    let (mean, stdev, max) = if h.is_empty() { (0.0, 0.0, 0.0) } else { (h.mean(), h.stdev(), h.max() as f64) };
+    let (mean, stdev, max) = if h.is_empty() {
+        (0.0, 0.0, 0.0)
+    } else {
+        (h.mean(), h.stdev(), h.max() as f64)
+    };
     let r = HGRM_SCALING_RATIO;
-    let _ = writeln!(out, "#[Mean    = {:>12.digits$}, StdDeviation   = {:>12.digits$}]", mean / r, stdev / r);
-    let _ = writeln!(out, "#[Max     = {:>12.digits$}, Total count    = {:>12}]", max / r, h.len());
-    let sub_buckets = (2.0 * 10f64.powi(i32::from(h.sigfig()))).log2().ceil().exp2() as u64;
-    let _ = writeln!(out, "#[Buckets = {:>12}, SubBuckets     = {:>12}]", h.buckets(), sub_buckets);
+    let _ = writeln!(
+        out,
+        "#[Mean    = {:>12.digits$}, StdDeviation   = {:>12.digits$}]",
+        mean / r,
+        stdev / r
+    );
+    let _ = writeln!(
+        out,
+        "#[Max     = {:>12.digits$}, Total count    = {:>12}]",
+        max / r,
+        h.len()
+    );
+    let sub_buckets = (2.0 * 10f64.powi(i32::from(h.sigfig())))
+        .log2()
+        .ceil()
+        .exp2() as u64;
+    let _ = writeln!(
+        out,
+        "#[Buckets = {:>12}, SubBuckets     = {:>12}]",
+        h.buckets(),
+        sub_buckets
+    );
     out
 }
 
@@ -139,20 +211,33 @@ pub fn interval_log(s: &HdrSeries, data: &ExportData) -> Result<Vec<u8>> {
     let mut serializer = V2DeflateSerializer::new();
     let mut builder = interval_log::IntervalLogWriterBuilder::new();
     builder
-        .add_comment(&format!("syscall-profiler {} export: {}, latency in ns", data.metadata.profiler_version, s.stem))
-        .add_comment(if data.partial { "partial: the command was interrupted" } else { "complete" })
+        .add_comment(&format!(
+            "syscall-profiler {} export: {}, latency in ns",
+            data.metadata.profiler_version, s.stem
+        ))
+        .add_comment(if data.partial {
+            "partial: the command was interrupted"
+        } else {
+            "complete"
+        })
         .with_start_time(start)
         .with_base_time(start)
         .with_max_value_divisor(HGRM_SCALING_RATIO);
     let mut writer = builder.begin_log_with(&mut buf, &mut serializer)?;
-    writer
-        .write_comment("\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"")?;
+    writer.write_comment(
+        "\"StartTimestamp\",\"Interval_Length\",\"Interval_Max\",\"Interval_Compressed_Histogram\"",
+    )?;
     let mut offset = 0.0;
     for (label, length_s, h) in &s.intervals {
         let tag_text = format!("{}.{label}", s.stem);
         let tag = interval_log::Tag::new(&tag_text);
         writer
-            .write_histogram(h, Duration::from_secs_f64(offset), Duration::from_secs_f64(*length_s), tag)
+            .write_histogram(
+                h,
+                Duration::from_secs_f64(offset),
+                Duration::from_secs_f64(*length_s),
+                tag,
+            )
             .map_err(|e| anyhow!("writing the interval log of {}: {e}", s.stem))?;
         offset += length_s;
     }

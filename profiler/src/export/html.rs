@@ -27,7 +27,9 @@ impl Exporter for Html {
     }
 }
 
-const COLOURS: [&str; 8] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+const COLOURS: [&str; 8] = [
+    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+];
 const WIDTH: f64 = 760.0;
 const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}h3{font-size:15px}
@@ -42,7 +44,11 @@ pub fn render(data: &ExportData) -> String {
     let md = &data.metadata;
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n");
-    let _ = writeln!(out, "<title>syscall-profiler report: {}</title>", esc(&md.command));
+    let _ = writeln!(
+        out,
+        "<title>syscall-profiler report: {}</title>",
+        esc(&md.command)
+    );
     let _ = writeln!(out, "<style>{STYLE}</style></head><body>");
     out.push_str("<h1>syscall-profiler report</h1>\n");
     if data.partial {
@@ -74,12 +80,19 @@ pub fn render(data: &ExportData) -> String {
     }
 
     out.push_str("<h2>Latency distribution per syscall</h2>\n");
-    out.push_str("<p class=\"note\">Share of calls per power-of-two latency range (log scale).</p>\n");
+    out.push_str(
+        "<p class=\"note\">Share of calls per power-of-two latency range (log scale).</p>\n",
+    );
     let mut any = false;
     for name in data.syscall_names() {
         let series: Vec<(String, &LatencyHistogram)> = summaries
             .iter()
-            .filter_map(|m| m.syscalls.syscall(name).filter(|s| s.latency.total() > 0).map(|s| (m.label(), &s.latency)))
+            .filter_map(|m| {
+                m.syscalls
+                    .syscall(name)
+                    .filter(|s| s.latency.total() > 0)
+                    .map(|s| (m.label(), &s.latency))
+            })
             .collect();
         if series.is_empty() {
             continue;
@@ -92,8 +105,14 @@ pub fn render(data: &ExportData) -> String {
         out.push_str("<p>No timed syscalls were made.</p>\n");
     }
 
-    let per_request = summaries.iter().any(|m| m.load.as_ref().is_some_and(|l| l.requests > 0));
-    out.push_str(if per_request { "<h2>Calls per request</h2>\n" } else { "<h2>Calls per second</h2>\n" });
+    let per_request = summaries
+        .iter()
+        .any(|m| m.load.as_ref().is_some_and(|l| l.requests > 0));
+    out.push_str(if per_request {
+        "<h2>Calls per request</h2>\n"
+    } else {
+        "<h2>Calls per second</h2>\n"
+    });
     out.push_str(&calls_chart(data, &summaries, per_request));
 
     for m in &summaries {
@@ -118,7 +137,10 @@ pub fn render(data: &ExportData) -> String {
 /// Text escaped for HTML and SVG.
 #[must_use]
 pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn table(t: &MdTable) -> String {
@@ -144,7 +166,11 @@ fn nice_max(v: f64) -> f64 {
         return 1.0;
     }
     let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0].iter().map(|m| m * p).find(|m| *m >= v).unwrap_or(10.0 * p)
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * p)
+        .find(|m| *m >= v)
+        .unwrap_or(10.0 * p)
 }
 
 fn short(v: f64) -> String {
@@ -164,8 +190,11 @@ fn y_axis(out: &mut String, left: f64, top: f64, w: f64, h: f64, max: f64, unit:
     for i in 0..=4 {
         let v = max * f64::from(i) / 4.0;
         let y = top + h - h * f64::from(i) / 4.0;
-        let _ =
-            writeln!(out, "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>", left + w);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>",
+            left + w
+        );
         let _ = writeln!(
             out,
             "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}{unit}</text>",
@@ -177,11 +206,19 @@ fn y_axis(out: &mut String, left: f64, top: f64, w: f64, h: f64, max: f64, unit:
 }
 
 fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
-    let groups: Vec<(&Measurement, Vec<f64>)> =
-        summaries.iter().filter(|m| m.load.is_some()).map(|m| (*m, data.qps_of(m).0)).collect();
+    let groups: Vec<(&Measurement, Vec<f64>)> = summaries
+        .iter()
+        .filter(|m| m.load.is_some())
+        .map(|m| (*m, data.qps_of(m).0))
+        .collect();
     let (left, top, h) = (70.0, 20.0, 220.0);
     let w = WIDTH - left - 20.0;
-    let max = nice_max(groups.iter().flat_map(|(_, q)| q.iter().copied()).fold(0.0, f64::max));
+    let max = nice_max(
+        groups
+            .iter()
+            .flat_map(|(_, q)| q.iter().copied())
+            .fold(0.0, f64::max),
+    );
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{}\" role=\"img\" aria-label=\"QPS per variant\">\n",
         top + h + 50.0
@@ -190,7 +227,9 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
     let slot = w / groups.len().max(1) as f64;
     let y_of = |v: f64| top + h - h * v / max;
     for (i, (m, qps)) in groups.iter().enumerate() {
-        let Some(spread) = super::Spread::of(qps) else { continue };
+        let Some(spread) = super::Spread::of(qps) else {
+            continue;
+        };
         let x = left + slot * i as f64 + slot * 0.2;
         let bw = slot * 0.6;
         let colour = COLOURS[i % COLOURS.len()];
@@ -222,11 +261,14 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
             );
         }
         for v in qps {
-            let _ =
-                writeln!(out, "<circle cx=\"{cx:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#000\" opacity=\"0.6\"/>", y_of(*v));
+            let _ = writeln!(
+                out,
+                "<circle cx=\"{cx:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#000\" opacity=\"0.6\"/>",
+                y_of(*v)
+            );
         }
-        let label =
-            m.variant.clone().unwrap_or_default() + &m.concurrency.map(|c| format!(" c={c}")).unwrap_or_default();
+        let label = m.variant.clone().unwrap_or_default()
+            + &m.concurrency.map(|c| format!(" c={c}")).unwrap_or_default();
         let _ = writeln!(
             out,
             "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
@@ -268,8 +310,20 @@ fn log2_shares(h: &LatencyHistogram) -> Vec<(u32, f64)> {
 fn distribution_chart(series: &[(String, &LatencyHistogram)]) -> String {
     let shares: Vec<Vec<(u32, f64)>> = series.iter().map(|(_, h)| log2_shares(h)).collect();
     let lo = shares.iter().flatten().map(|(k, _)| *k).min().unwrap_or(0);
-    let hi = shares.iter().flatten().map(|(k, _)| *k).max().unwrap_or(0).max(lo + 1);
-    let max = nice_max(shares.iter().flatten().map(|(_, s)| s * 100.0).fold(0.0, f64::max));
+    let hi = shares
+        .iter()
+        .flatten()
+        .map(|(k, _)| *k)
+        .max()
+        .unwrap_or(0)
+        .max(lo + 1);
+    let max = nice_max(
+        shares
+            .iter()
+            .flatten()
+            .map(|(_, s)| s * 100.0)
+            .fold(0.0, f64::max),
+    );
     let (left, top, h) = (60.0, 14.0, 180.0);
     let legend_h = 16.0 * series.len() as f64;
     let w = WIDTH - left - 20.0;
@@ -314,7 +368,11 @@ fn distribution_chart(series: &[(String, &LatencyHistogram)]) -> String {
             );
         }
         let y = top + h + 32.0 + 16.0 * i as f64;
-        let _ = writeln!(out, "<rect x=\"{left}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{colour}\"/>", y - 6.0);
+        let _ = writeln!(
+            out,
+            "<rect x=\"{left}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{colour}\"/>",
+            y - 6.0
+        );
         let _ = writeln!(
             out,
             "<text x=\"{:.1}\" y=\"{y:.1}\">{} — {} calls, p50 {}, p99 {}</text>",
@@ -333,7 +391,9 @@ fn distribution_chart(series: &[(String, &LatencyHistogram)]) -> String {
 fn calls_chart(data: &ExportData, summaries: &[&Measurement], per_request: bool) -> String {
     let names = data.syscall_names();
     let value = |m: &Measurement, name: &str| -> f64 {
-        let Some(s) = m.syscalls.syscall(name) else { return 0.0 };
+        let Some(s) = m.syscalls.syscall(name) else {
+            return 0.0;
+        };
         if per_request {
             m.calls_per_request(s).unwrap_or(0.0)
         } else if data.metadata.duration_s > 0.0 {
@@ -342,13 +402,21 @@ fn calls_chart(data: &ExportData, summaries: &[&Measurement], per_request: bool)
             s.calls as f64
         }
     };
-    let names: Vec<&str> = names.into_iter().filter(|n| summaries.iter().any(|m| value(m, n) > 0.0)).collect();
+    let names: Vec<&str> = names
+        .into_iter()
+        .filter(|n| summaries.iter().any(|m| value(m, n) > 0.0))
+        .collect();
     if names.is_empty() {
         return "<p>No timed syscalls were made.</p>\n".to_owned();
     }
     let (left, top, h) = (70.0, 14.0, 200.0);
     let w = WIDTH - left - 20.0;
-    let max = nice_max(names.iter().flat_map(|n| summaries.iter().map(|m| value(m, n))).fold(0.0, f64::max));
+    let max = nice_max(
+        names
+            .iter()
+            .flat_map(|n| summaries.iter().map(|m| value(m, n)))
+            .fold(0.0, f64::max),
+    );
     let legend_h = 16.0 * summaries.len() as f64;
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\">\n",
@@ -389,7 +457,12 @@ fn calls_chart(data: &ExportData, summaries: &[&Measurement], per_request: bool)
             y - 8.0,
             COLOURS[i % COLOURS.len()]
         );
-        let _ = writeln!(out, "<text x=\"{:.1}\" y=\"{y:.1}\">{}</text>", left + 18.0, esc(&m.label()));
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
+            left + 18.0,
+            esc(&m.label())
+        );
     }
     out.push_str("</svg>\n");
     out

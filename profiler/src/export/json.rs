@@ -52,7 +52,11 @@ impl<'a> From<&'a ExportData> for Document<'a> {
             schema_version: SCHEMA_VERSION,
             partial: data.partial,
             metadata: &data.metadata,
-            measurements: data.measurements.iter().map(MeasurementJson::from).collect(),
+            measurements: data
+                .measurements
+                .iter()
+                .map(MeasurementJson::from)
+                .collect(),
         }
     }
 }
@@ -75,7 +79,12 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             concurrency: m.concurrency,
             run: m.run,
             load: m.load.as_ref().map(LoadJson::from),
-            syscalls: m.syscalls.syscalls.iter().map(|s| SyscallJson::new(s, m)).collect(),
+            syscalls: m
+                .syscalls
+                .syscalls
+                .iter()
+                .map(|s| SyscallJson::new(s, m))
+                .collect(),
             processes: processes(&m.syscalls),
             dropped: DroppedJson::from(&m.syscalls),
         }
@@ -105,7 +114,9 @@ impl<'a> From<&'a LoadSummary> for LoadJson<'a> {
             elapsed_s: l.elapsed_s,
             qps: l.qps,
             errors: &l.errors,
-            server_cpu_ns: l.server_cpu_ns.map(|(user, system)| CpuJson { user, system }),
+            server_cpu_ns: l
+                .server_cpu_ns
+                .map(|(user, system)| CpuJson { user, system }),
             latency_ns: RecordedJson::from(&l.latency),
         }
     }
@@ -132,7 +143,10 @@ impl From<&Histogram<u64>> for RecordedJson {
             mean: if empty { 0.0 } else { h.mean() },
             max: if empty { 0 } else { h.max() },
             stdev: if empty { 0.0 } else { h.stdev() },
-            percentiles: QUANTILES.iter().map(|(q, name)| (*name, h.value_at_quantile(*q))).collect(),
+            percentiles: QUANTILES
+                .iter()
+                .map(|(q, name)| (*name, h.value_at_quantile(*q)))
+                .collect(),
             buckets: h
                 .iter_recorded()
                 .map(|v| Bucket {
@@ -263,7 +277,10 @@ impl From<&Snapshot> for DroppedJson {
     fn from(s: &Snapshot) -> Self {
         Self {
             lost: s.dropped.lost(),
-            by_reason: DropReason::ALL.iter().map(|r| (drop_reason_key(*r), s.dropped.0[*r as usize])).collect(),
+            by_reason: DropReason::ALL
+                .iter()
+                .map(|r| (drop_reason_key(*r), s.dropped.0[*r as usize]))
+                .collect(),
         }
     }
 }

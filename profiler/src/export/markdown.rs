@@ -38,7 +38,10 @@ impl MdTable {
     /// A table with these columns.
     #[must_use]
     pub fn new(header: &[&str]) -> Self {
-        Self { header: header.iter().map(|h| (*h).to_owned()).collect(), rows: Vec::new() }
+        Self {
+            header: header.iter().map(|h| (*h).to_owned()).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// Appends a row.
@@ -61,11 +64,26 @@ impl MdTable {
     /// The table's text, cells with `|` escaped.
     #[must_use]
     pub fn render(&self) -> String {
-        let line =
-            |cells: &[String]| format!("| {} |\n", cells.iter().map(|c| cell(c)).collect::<Vec<_>>().join(" | "));
+        let line = |cells: &[String]| {
+            format!(
+                "| {} |\n",
+                cells
+                    .iter()
+                    .map(|c| cell(c))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
+        };
         let mut out = line(&self.header);
-        let align: Vec<String> =
-            (0..self.header.len()).map(|i| if i == 0 { ":---".to_owned() } else { "---:".to_owned() }).collect();
+        let align: Vec<String> = (0..self.header.len())
+            .map(|i| {
+                if i == 0 {
+                    ":---".to_owned()
+                } else {
+                    "---:".to_owned()
+                }
+            })
+            .collect();
         out.push_str(&format!("|{}|\n", align.join("|")));
         for r in &self.rows {
             out.push_str(&line(r));
@@ -134,8 +152,13 @@ pub(crate) fn load_table(data: &ExportData, summaries: &[&Measurement]) -> MdTab
     for m in summaries.iter().filter(|m| m.load.is_some()) {
         let (_, spread) = data.qps_of(m);
         let load = m.load.as_ref().expect("filtered on load");
-        let q =
-            |q: f64| if load.latency.is_empty() { "-".to_owned() } else { duration(load.latency.value_at_quantile(q)) };
+        let q = |q: f64| {
+            if load.latency.is_empty() {
+                "-".to_owned()
+            } else {
+                duration(load.latency.value_at_quantile(q))
+            }
+        };
         let errors: u64 = load.errors.values().sum();
         t.row(vec![
             m.variant.clone().unwrap_or_default(),
@@ -172,7 +195,11 @@ pub(crate) fn syscall_table_parts(m: &Measurement) -> (Option<MdTable>, Vec<Stri
         "calls/request",
         "dropped",
     ]);
-    let mut rows: Vec<&SyscallSummary> = snapshot.syscalls.iter().filter(|s| s.calls > 0 || s.dropped > 0).collect();
+    let mut rows: Vec<&SyscallSummary> = snapshot
+        .syscalls
+        .iter()
+        .filter(|s| s.calls > 0 || s.dropped > 0)
+        .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     for s in &rows {
         let q = |q: f64| duration(s.latency.value_at_quantile(q));
@@ -188,7 +215,8 @@ pub(crate) fn syscall_table_parts(m: &Measurement) -> (Option<MdTable>, Vec<Stri
             q(0.999),
             duration(s.max_ns),
             percent(s.total_ns as f64, total_time),
-            m.calls_per_request(s).map_or_else(|| "-".into(), |c| format!("{c:.3}")),
+            m.calls_per_request(s)
+                .map_or_else(|| "-".into(), |c| format!("{c:.3}")),
             s.dropped.to_string(),
         ]);
     }
@@ -206,7 +234,14 @@ pub(crate) fn syscall_table_parts(m: &Measurement) -> (Option<MdTable>, Vec<Stri
         }
     }
     let lost = snapshot.dropped.lost();
-    notes.push(format!("Dropped events: {lost}{}.", if lost == 0 { " (every call was recorded)" } else { "" }));
+    notes.push(format!(
+        "Dropped events: {lost}{}.",
+        if lost == 0 {
+            " (every call was recorded)"
+        } else {
+            ""
+        }
+    ));
     for (reason, count) in snapshot.dropped.nonzero() {
         notes.push(format!("{count} {}.", reason.describe()));
     }
@@ -215,7 +250,10 @@ pub(crate) fn syscall_table_parts(m: &Measurement) -> (Option<MdTable>, Vec<Stri
 
 fn syscall_table(m: &Measurement) -> String {
     let (table, notes) = syscall_table_parts(m);
-    let mut out = table.map_or_else(|| "No timed syscalls were made.\n".to_owned(), |t| t.render());
+    let mut out = table.map_or_else(
+        || "No timed syscalls were made.\n".to_owned(),
+        |t| t.render(),
+    );
     for note in notes {
         let _ = write!(out, "\n{note}\n");
     }
@@ -223,13 +261,22 @@ fn syscall_table(m: &Measurement) -> String {
 }
 
 pub(crate) fn process_table(m: &Measurement) -> MdTable {
-    let names: Vec<String> = m.syscalls.syscalls.iter().map(|s| format!("{} calls", s.name)).collect();
+    let names: Vec<String> = m
+        .syscalls
+        .syscalls
+        .iter()
+        .map(|s| format!("{} calls", s.name))
+        .collect();
     let mut header = vec!["pid", "calls", "errors", "total"];
     header.extend(names.iter().map(String::as_str));
     let mut t = MdTable::new(&header);
     for p in &m.syscalls.processes {
         let mut row = vec![
-            if p.pid == 0 { "other".to_owned() } else { p.pid.to_string() },
+            if p.pid == 0 {
+                "other".to_owned()
+            } else {
+                p.pid.to_string()
+            },
             p.total_calls().to_string(),
             p.syscalls.iter().map(|s| s.errors).sum::<u64>().to_string(),
             duration(p.syscalls.iter().map(|s| s.total_ns).sum()),

@@ -54,18 +54,22 @@ impl Metadata {
     /// Reads the machine facts; `command` and `settings` are the caller's.
     #[must_use]
     pub fn collect(command: &str) -> Self {
-        let kernel =
-            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_owned()).unwrap_or_default();
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default();
         let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
             .ok()
             .and_then(|s| {
                 s.lines().find_map(|l| {
-                    l.strip_prefix("model name").and_then(|r| r.split_once(':')).map(|(_, v)| v.trim().to_owned())
+                    l.strip_prefix("model name")
+                        .and_then(|r| r.split_once(':'))
+                        .map(|(_, v)| v.trim().to_owned())
                 })
             })
             .unwrap_or_default();
-        let started_unix_s =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let started_unix_s = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         Self {
             command: command.to_owned(),
             kernel,
@@ -125,7 +129,8 @@ pub struct ExportData {
 }
 
 /// The quantiles every format reports, with their column suffix (`p99.9` is `p99_9` in names).
-pub const QUANTILES: [(f64, &str); 4] = [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99_9")];
+pub const QUANTILES: [(f64, &str); 4] =
+    [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99_9")];
 
 /// One single-file export format.
 pub trait Exporter {
@@ -140,7 +145,10 @@ impl Measurement {
     /// `lt c=64 run 2`, `lt c=64 (all runs)`, or `attach` when there is no variant.
     #[must_use]
     pub fn label(&self) -> String {
-        let mut out = self.variant.clone().unwrap_or_else(|| "all traced processes".to_owned());
+        let mut out = self
+            .variant
+            .clone()
+            .unwrap_or_else(|| "all traced processes".to_owned());
         if let Some(c) = self.concurrency {
             out.push_str(&format!(" c={c}"));
         }
@@ -176,7 +184,11 @@ impl ExportData {
             if out.iter().any(|o| o.same_group(m)) {
                 continue;
             }
-            match self.measurements.iter().find(|a| a.same_group(m) && a.run.is_none()) {
+            match self
+                .measurements
+                .iter()
+                .find(|a| a.same_group(m) && a.run.is_none())
+            {
                 Some(aggregate) => out.push(aggregate),
                 None => out.extend(self.measurements.iter().filter(|r| r.same_group(m))),
             }
@@ -187,8 +199,11 @@ impl ExportData {
     /// The individual runs (`run == Some`) of `group`'s variant and concurrency, by run number.
     #[must_use]
     pub fn runs_of(&self, group: &Measurement) -> Vec<&Measurement> {
-        let mut runs: Vec<&Measurement> =
-            self.measurements.iter().filter(|m| m.same_group(group) && m.run.is_some()).collect();
+        let mut runs: Vec<&Measurement> = self
+            .measurements
+            .iter()
+            .filter(|m| m.same_group(group) && m.run.is_some())
+            .collect();
         runs.sort_by_key(|m| m.run);
         runs
     }
@@ -212,7 +227,11 @@ impl ExportData {
 /// at most one goes to stdout, file parents exist, `--export-hdr` is not stdout.
 pub fn check_export_args(args: &ExportArgs) -> Result<()> {
     let files = args.files();
-    let to_stdout: Vec<&str> = files.iter().filter(|(_, p)| p.as_os_str() == "-").map(|(f, _)| *f).collect();
+    let to_stdout: Vec<&str> = files
+        .iter()
+        .filter(|(_, p)| p.as_os_str() == "-")
+        .map(|(f, _)| *f)
+        .collect();
     if to_stdout.len() > 1 {
         bail!(
             "{} all write to stdout ('-'): send at most one export to stdout, the others to files",
@@ -223,12 +242,22 @@ pub fn check_export_args(args: &ExportArgs) -> Result<()> {
         if path.as_os_str() == "-" {
             continue;
         }
-        let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         if !parent.is_dir() {
-            bail!("{flag} {}: directory '{}' does not exist; create it first", path.display(), parent.display());
+            bail!(
+                "{flag} {}: directory '{}' does not exist; create it first",
+                path.display(),
+                parent.display()
+            );
         }
         if path.is_dir() {
-            bail!("{flag} {}: is a directory; give a file name", path.display());
+            bail!(
+                "{flag} {}: is a directory; give a file name",
+                path.display()
+            );
         }
     }
     if let Some(dir) = &args.export_hdr {
@@ -236,7 +265,10 @@ pub fn check_export_args(args: &ExportArgs) -> Result<()> {
             bail!("--export-hdr writes several files: give a directory, not '-'");
         }
         if dir.exists() && !dir.is_dir() {
-            bail!("--export-hdr {}: exists and is not a directory; give a directory", dir.display());
+            bail!(
+                "--export-hdr {}: exists and is not a directory; give a directory",
+                dir.display()
+            );
         }
     }
     Ok(())
@@ -256,7 +288,9 @@ pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
     ];
     for (path, exporter) in single {
         let Some(path) = path else { continue };
-        let written = exporter.render(data).and_then(|bytes| Destination::parse(path).write(&bytes));
+        let written = exporter
+            .render(data)
+            .and_then(|bytes| Destination::parse(path).write(&bytes));
         if let Err(e) = written {
             failures.push(format!("{} export: {e:#}", exporter.name()));
         }
@@ -319,10 +353,20 @@ impl Spread {
         }
         let n = values.len();
         let mean = values.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 { values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64 } else { 0.0 };
+        let var = if n > 1 {
+            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
+        } else {
+            0.0
+        };
         let min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Self { n, mean, stdev: var.sqrt(), min, max })
+        Some(Self {
+            n,
+            mean,
+            stdev: var.sqrt(),
+            min,
+            max,
+        })
     }
 }
 
@@ -332,7 +376,10 @@ impl ExportData {
     pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<Spread>) {
         let runs = self.runs_of(group);
         let sources: Vec<&Measurement> = if runs.is_empty() { vec![group] } else { runs };
-        let qps: Vec<f64> = sources.iter().filter_map(|m| m.load.as_ref().map(|l| l.qps)).collect();
+        let qps: Vec<f64> = sources
+            .iter()
+            .filter_map(|m| m.load.as_ref().map(|l| l.qps))
+            .collect();
         let spread = Spread::of(&qps);
         (qps, spread)
     }

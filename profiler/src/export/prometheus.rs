@@ -41,7 +41,9 @@ pub fn latency_bounds_ns() -> Vec<u64> {
 /// Events-per-call bucket upper bounds: 0, then `2^k - 1` for k = 1..=16 (exact kernel buckets).
 #[must_use]
 pub fn events_bounds() -> Vec<u64> {
-    std::iter::once(0).chain((1..=16).map(|k| (1u64 << k) - 1)).collect()
+    std::iter::once(0)
+        .chain((1..=16).map(|k| (1u64 << k) - 1))
+        .collect()
 }
 
 /// Cumulative counts at each bound (`<= bound`), then the total for `+Inf`. When the kernel
@@ -73,15 +75,24 @@ pub fn render(data: &ExportData) -> String {
         out.push_str("# partial: the command was interrupted; these are the counts until then\n");
     }
     let latency_bounds = latency_bounds_ns();
-    let latency_le: Vec<String> = latency_bounds.iter().map(|ns| format_float(*ns as f64 / 1e9)).collect();
+    let latency_le: Vec<String> = latency_bounds
+        .iter()
+        .map(|ns| format_float(*ns as f64 / 1e9))
+        .collect();
     let events_bounds = events_bounds();
     let events_le: Vec<String> = events_bounds.iter().map(u64::to_string).collect();
 
-    family(&mut out, "syscall_latency_seconds", "histogram", "Syscall latency, entry to exit.");
+    family(
+        &mut out,
+        "syscall_latency_seconds",
+        "histogram",
+        "Syscall latency, entry to exit.",
+    );
     for m in &summaries {
         for s in &m.syscalls.syscalls {
             let labels = labels(m, &s.name);
-            let (counts, total) = cumulative(&s.latency, &latency_bounds, s.max_ns > MAX_TRACKABLE_VALUE);
+            let (counts, total) =
+                cumulative(&s.latency, &latency_bounds, s.max_ns > MAX_TRACKABLE_VALUE);
             histogram(
                 &mut out,
                 "syscall_latency_seconds",
@@ -93,19 +104,41 @@ pub fn render(data: &ExportData) -> String {
             );
         }
     }
-    family(&mut out, "syscall_calls_total", "counter", "Completed syscalls.");
+    family(
+        &mut out,
+        "syscall_calls_total",
+        "counter",
+        "Completed syscalls.",
+    );
     for m in &summaries {
         for s in &m.syscalls.syscalls {
-            sample(&mut out, "syscall_calls_total", &labels(m, &s.name), "", s.calls);
+            sample(
+                &mut out,
+                "syscall_calls_total",
+                &labels(m, &s.name),
+                "",
+                s.calls,
+            );
         }
     }
-    family(&mut out, "syscall_errors_total", "counter", "Failed syscalls by errno (other: any errno not named).");
+    family(
+        &mut out,
+        "syscall_errors_total",
+        "counter",
+        "Failed syscalls by errno (other: any errno not named).",
+    );
     for m in &summaries {
         for s in &m.syscalls.syscalls {
             let labels = labels(m, &s.name);
             for class in ErrnoClass::ALL {
                 let extra = format!(",errno=\"{}\"", class.name());
-                sample(&mut out, "syscall_errors_total", &labels, &extra, s.errors.get(class));
+                sample(
+                    &mut out,
+                    "syscall_errors_total",
+                    &labels,
+                    &extra,
+                    s.errors.get(class),
+                );
             }
         }
     }
@@ -117,36 +150,80 @@ pub fn render(data: &ExportData) -> String {
     );
     for m in &summaries {
         for s in &m.syscalls.syscalls {
-            sample(&mut out, "syscall_dropped_total", &labels(m, &s.name), "", s.dropped);
+            sample(
+                &mut out,
+                "syscall_dropped_total",
+                &labels(m, &s.name),
+                "",
+                s.dropped,
+            );
         }
     }
-    if summaries.iter().any(|m| m.syscalls.syscalls.iter().any(|s| s.events.is_some())) {
-        family(&mut out, "syscall_events_per_call", "histogram", "Ready events returned per epoll call.");
+    if summaries
+        .iter()
+        .any(|m| m.syscalls.syscalls.iter().any(|s| s.events.is_some()))
+    {
+        family(
+            &mut out,
+            "syscall_events_per_call",
+            "histogram",
+            "Ready events returned per epoll call.",
+        );
         for m in &summaries {
             for s in &m.syscalls.syscalls {
                 if let Some(events) = &s.events {
                     let labels = labels(m, &s.name);
                     let (counts, total) = cumulative(events, &events_bounds, false);
                     let sum: f64 = events.mean() * events.total() as f64;
-                    histogram(&mut out, "syscall_events_per_call", &labels, &events_le, &counts, total, sum.round());
+                    histogram(
+                        &mut out,
+                        "syscall_events_per_call",
+                        &labels,
+                        &events_le,
+                        &counts,
+                        total,
+                        sum.round(),
+                    );
                 }
             }
         }
     }
-    family(&mut out, "dropped_events_total", "counter", "Events the kernel programs could not record, by reason.");
+    family(
+        &mut out,
+        "dropped_events_total",
+        "counter",
+        "Events the kernel programs could not record, by reason.",
+    );
     for m in &summaries {
         let base = group_labels(m);
         for reason in DropReason::ALL {
             let sep = if base.is_empty() { "" } else { "," };
             let labels = format!("{base}{sep}reason=\"{}\"", drop_reason_key(reason));
-            sample(&mut out, "dropped_events_total", &labels, "", m.syscalls.dropped.0[reason as usize]);
+            sample(
+                &mut out,
+                "dropped_events_total",
+                &labels,
+                "",
+                m.syscalls.dropped.0[reason as usize],
+            );
         }
     }
     if summaries.iter().any(|m| m.load.is_some()) {
-        family(&mut out, "load_requests_total", "counter", "Requests the load generator completed correctly.");
+        family(
+            &mut out,
+            "load_requests_total",
+            "counter",
+            "Requests the load generator completed correctly.",
+        );
         for m in &summaries {
             if let Some(load) = &m.load {
-                sample(&mut out, "load_requests_total", &group_labels(m), "", load.requests);
+                sample(
+                    &mut out,
+                    "load_requests_total",
+                    &group_labels(m),
+                    "",
+                    load.requests,
+                );
             }
         }
     }
@@ -162,11 +239,25 @@ fn sample(out: &mut String, name: &str, labels: &str, extra: &str, value: u64) {
     let _ = writeln!(out, "{PREFIX}_{name}{{{labels}{extra}}} {value}");
 }
 
-fn histogram(out: &mut String, name: &str, labels: &str, le: &[String], counts: &[u64], total: u64, sum: f64) {
+fn histogram(
+    out: &mut String,
+    name: &str,
+    labels: &str,
+    le: &[String],
+    counts: &[u64],
+    total: u64,
+    sum: f64,
+) {
     for (le, count) in le.iter().zip(counts) {
-        let _ = writeln!(out, "{PREFIX}_{name}_bucket{{{labels},le=\"{le}\"}} {count}");
+        let _ = writeln!(
+            out,
+            "{PREFIX}_{name}_bucket{{{labels},le=\"{le}\"}} {count}"
+        );
     }
-    let _ = writeln!(out, "{PREFIX}_{name}_bucket{{{labels},le=\"+Inf\"}} {total}");
+    let _ = writeln!(
+        out,
+        "{PREFIX}_{name}_bucket{{{labels},le=\"+Inf\"}} {total}"
+    );
     let _ = writeln!(out, "{PREFIX}_{name}_sum{{{labels}}} {}", format_float(sum));
     let _ = writeln!(out, "{PREFIX}_{name}_count{{{labels}}} {total}");
 }
@@ -196,12 +287,19 @@ fn group_labels(m: &Measurement) -> String {
 /// A label value with `\`, `"` and newlines escaped as the text format requires.
 #[must_use]
 pub fn escape(value: &str) -> String {
-    value.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 /// A float as Go's strconv parses it: shortest round-trip decimal, no exponent surprises.
 fn format_float(v: f64) -> String {
-    if v.is_finite() { format!("{v}") } else { "0".to_owned() }
+    if v.is_finite() {
+        format!("{v}")
+    } else {
+        "0".to_owned()
+    }
 }
 
 #[cfg(test)]
@@ -213,7 +311,11 @@ mod tests {
     #[test]
     fn every_bound_is_the_high_of_a_kernel_bucket() {
         for b in latency_bounds_ns().into_iter().chain(events_bounds()) {
-            assert_eq!(bucket_upper_bound(bucket_index(b)), b, "bound {b} splits a kernel bucket");
+            assert_eq!(
+                bucket_upper_bound(bucket_index(b)),
+                b,
+                "bound {b} splits a kernel bucket"
+            );
         }
         assert_eq!(*latency_bounds_ns().last().unwrap(), MAX_TRACKABLE_VALUE);
     }
@@ -226,17 +328,28 @@ mod tests {
             at.record_n(b, 1);
             let (counts, total) = cumulative(&at, &bounds, false);
             assert_eq!((counts[i], total), (1, 1), "{b} ns must count at le={b}");
-            assert!(i == 0 || counts[i - 1] == 0, "{b} ns must not count below le={b}");
+            assert!(
+                i == 0 || counts[i - 1] == 0,
+                "{b} ns must not count below le={b}"
+            );
             let mut above = LatencyHistogram::default();
             above.record_n(b + 1, 1);
             let (counts, _) = cumulative(&above, &bounds, false);
-            assert_eq!((counts[i], counts[i + 1]), (0, 1), "{} ns belongs to le={}", b + 1, bounds[i + 1]);
+            assert_eq!(
+                (counts[i], counts[i + 1]),
+                (0, 1),
+                "{} ns belongs to le={}",
+                b + 1,
+                bounds[i + 1]
+            );
         }
     }
 
     #[test]
     fn cumulative_counts_equal_exact_counts_of_values_at_or_below_each_bound() {
-        let values: Vec<u64> = (0..20_000u64).map(|i| (i * i * 7919) % 5_000_000 + i % 97).collect();
+        let values: Vec<u64> = (0..20_000u64)
+            .map(|i| (i * i * 7919) % 5_000_000 + i % 97)
+            .collect();
         let mut h = LatencyHistogram::default();
         for &v in &values {
             h.record_n(v, 1);

@@ -34,7 +34,9 @@ impl Shape {
             variants: vec!["lt".into(), "et".into()],
             concurrencies: vec![10],
             runs: 3,
-            syscalls: ["accept4", "close", "epoll_wait", "read"].map(String::from).to_vec(),
+            syscalls: ["accept4", "close", "epoll_wait", "read"]
+                .map(String::from)
+                .to_vec(),
             values_per_syscall: 2000,
             processes: 1,
         }
@@ -48,9 +50,18 @@ impl Shape {
             variants: ["lt", "et", "lt-pure", "mp"].map(String::from).to_vec(),
             concurrencies: vec![1, 10, 100],
             runs: 5,
-            syscalls: ["accept", "accept4", "close", "epoll_wait", "epoll_pwait", "read", "write", "writev"]
-                .map(String::from)
-                .to_vec(),
+            syscalls: [
+                "accept",
+                "accept4",
+                "close",
+                "epoll_wait",
+                "epoll_pwait",
+                "read",
+                "write",
+                "writev",
+            ]
+            .map(String::from)
+            .to_vec(),
             values_per_syscall: 20_000,
             processes: 64,
         }
@@ -72,12 +83,20 @@ impl Rng {
     fn latency(&mut self, scale: u64) -> u64 {
         let r = self.next();
         let base = 300 + (r % 2000) * scale / 4;
-        if r.is_multiple_of(50) { base * (1 + (r >> 32) % 20_000) } else { base }
+        if r.is_multiple_of(50) {
+            base * (1 + (r >> 32) % 20_000)
+        } else {
+            base
+        }
     }
 }
 
 fn syscall(rng: &mut Rng, name: &str, scale: u64, values: usize) -> SyscallSummary {
-    let mut s = SyscallSummary { name: name.to_owned(), min_ns: u64::MAX, ..Default::default() };
+    let mut s = SyscallSummary {
+        name: name.to_owned(),
+        min_ns: u64::MAX,
+        ..Default::default()
+    };
     let is_epoll = name.starts_with("epoll");
     let mut events = LatencyHistogram::default();
     for _ in 0..values {
@@ -107,11 +126,18 @@ fn syscall(rng: &mut Rng, name: &str, scale: u64, values: usize) -> SyscallSumma
 }
 
 fn snapshot(rng: &mut Rng, shape: &Shape, scale: u64) -> Snapshot {
-    let syscalls: Vec<SyscallSummary> =
-        shape.syscalls.iter().map(|n| syscall(rng, n, scale, shape.values_per_syscall)).collect();
+    let syscalls: Vec<SyscallSummary> = shape
+        .syscalls
+        .iter()
+        .map(|n| syscall(rng, n, scale, shape.values_per_syscall))
+        .collect();
     let processes = (0..shape.processes)
         .map(|i| ProcessSummary {
-            pid: if i + 1 == shape.processes && shape.processes > 1 { 0 } else { 1000 + i as u32 },
+            pid: if i + 1 == shape.processes && shape.processes > 1 {
+                0
+            } else {
+                1000 + i as u32
+            },
             syscalls: syscalls
                 .iter()
                 .map(|s| ProcessSyscall {
@@ -122,7 +148,11 @@ fn snapshot(rng: &mut Rng, shape: &Shape, scale: u64) -> Snapshot {
                 .collect(),
         })
         .collect();
-    let mut snap = Snapshot { syscalls, processes, ..Default::default() };
+    let mut snap = Snapshot {
+        syscalls,
+        processes,
+        ..Default::default()
+    };
     snap.dropped.0[0] = snap.syscalls.iter().map(|s| s.dropped).sum();
     snap
 }
@@ -166,7 +196,9 @@ fn accumulate(total: &mut Snapshot, run: &Snapshot) {
 fn load(rng: &mut Rng, calls: u64, scale: u64) -> LoadSummary {
     let mut latency = Histogram::<u64>::new(3).expect("3 significant digits is valid");
     for _ in 0..2000 {
-        latency.record(20_000 + rng.latency(scale) * 10).expect("auto-resizing histogram accepts any u64");
+        latency
+            .record(20_000 + rng.latency(scale) * 10)
+            .expect("auto-resizing histogram accepts any u64");
     }
     let requests = calls.max(1);
     let elapsed_s = 2.0 + (rng.next() % 100) as f64 / 100.0;
@@ -195,7 +227,9 @@ pub fn run_data(shape: &Shape) -> ExportData {
         duration_s: 60.0,
         settings: BTreeMap::new(),
     };
-    metadata.settings.insert("workload".into(), "short-echo".into());
+    metadata
+        .settings
+        .insert("workload".into(), "short-echo".into());
     metadata.settings.insert("payload".into(), "64".into());
     let mut measurements = Vec::new();
     for (vi, variant) in shape.variants.iter().enumerate() {
@@ -206,7 +240,11 @@ pub fn run_data(shape: &Shape) -> ExportData {
             for run in 1..=shape.runs {
                 let snap = snapshot(&mut rng, shape, 1 + vi as u64);
                 accumulate(&mut total, &snap);
-                let calls = snap.syscalls.iter().find(|s| s.name == "accept4").map_or(10_000, |s| s.calls);
+                let calls = snap
+                    .syscalls
+                    .iter()
+                    .find(|s| s.name == "accept4")
+                    .map_or(10_000, |s| s.calls);
                 let l = load(&mut rng, calls, 1 + vi as u64);
                 requests += l.requests;
                 measurements.push(Measurement {
@@ -240,14 +278,21 @@ pub fn run_data(shape: &Shape) -> ExportData {
             });
         }
     }
-    ExportData { metadata, measurements, partial: false }
+    ExportData {
+        metadata,
+        measurements,
+        partial: false,
+    }
 }
 
 /// An `attach`-like result: one measurement, no variant, no load.
 #[must_use]
 pub fn attach_data() -> ExportData {
     let mut rng = Rng(42);
-    let shape = Shape { processes: 3, ..Shape::small() };
+    let shape = Shape {
+        processes: 3,
+        ..Shape::small()
+    };
     let mut metadata = Metadata::collect("attach");
     metadata.duration_s = 5.0;
     metadata.settings.insert("pids".into(), "1234".into());

@@ -40,10 +40,21 @@ pub fn log2_histogram(title: &str, hist: &LatencyHistogram, as_duration: bool) -
         filled.push(row);
     }
     let max = filled.iter().map(|r| r.2).max().unwrap_or(0).max(1);
-    let label = |v: u64| if as_duration { duration(v) } else { v.to_string() };
+    let label = |v: u64| {
+        if as_duration {
+            duration(v)
+        } else {
+            v.to_string()
+        }
+    };
     let mut out = String::new();
     let _ = writeln!(out, "{title}");
-    let _ = writeln!(out, "{:>22} : {:<10} distribution", if as_duration { "latency" } else { "value" }, "count");
+    let _ = writeln!(
+        out,
+        "{:>22} : {:<10} distribution",
+        if as_duration { "latency" } else { "value" },
+        "count"
+    );
     for (low, high, count) in filled {
         let stars = ((count as f64 / max as f64) * BAR_WIDTH as f64).round() as usize;
         let stars = if count > 0 { stars.max(1) } else { 0 };
@@ -73,7 +84,14 @@ mod tests {
         assert!(out.contains("512ns -> 1.02µs"), "{out}");
         assert!(out.contains("4.10µs -> 8.19µs"), "{out}");
         // The empty 1024..4095 rows are present with zero counts.
-        assert_eq!(out.lines().filter(|l| l.contains(" : 0 ")).count(), 2, "{out}");
-        assert!(out.lines().any(|l| l.contains(": 10") && l.contains(&"*".repeat(BAR_WIDTH))));
+        assert_eq!(
+            out.lines().filter(|l| l.contains(" : 0 ")).count(),
+            2,
+            "{out}"
+        );
+        assert!(
+            out.lines()
+                .any(|l| l.contains(": 10") && l.contains(&"*".repeat(BAR_WIDTH)))
+        );
     }
 }

@@ -16,7 +16,10 @@ impl TextTable {
     /// A table with these column names.
     #[must_use]
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
-        Self { header: header.into_iter().map(Into::into).collect(), rows: Vec::new() }
+        Self {
+            header: header.into_iter().map(Into::into).collect(),
+            rows: Vec::new(),
+        }
     }
 
     /// Appends a row (as many cells as columns).
@@ -66,7 +69,9 @@ impl TextTable {
 pub fn errors_cell(s: &SyscallSummary) -> String {
     match s.errors.top() {
         None => "0".to_owned(),
-        Some((class, _)) if s.errors.total() > 0 => format!("{} ({})", s.errors.total(), class.name()),
+        Some((class, _)) if s.errors.total() > 0 => {
+            format!("{} ({})", s.errors.total(), class.name())
+        }
         Some(_) => "0".to_owned(),
     }
 }
@@ -76,10 +81,14 @@ pub fn errors_cell(s: &SyscallSummary) -> String {
 pub fn syscall_table(snapshot: &Snapshot) -> String {
     let total_time = snapshot.total_ns() as f64;
     let mut table = TextTable::new([
-        "syscall", "calls", "errors", "total", "mean", "p50", "p99", "p99.9", "max", "share", "dropped",
+        "syscall", "calls", "errors", "total", "mean", "p50", "p99", "p99.9", "max", "share",
+        "dropped",
     ]);
-    let mut rows: Vec<&SyscallSummary> =
-        snapshot.syscalls.iter().filter(|s| s.calls > 0 || s.dropped > 0).collect();
+    let mut rows: Vec<&SyscallSummary> = snapshot
+        .syscalls
+        .iter()
+        .filter(|s| s.calls > 0 || s.dropped > 0)
+        .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     for s in rows {
         table.row([
@@ -103,7 +112,11 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
     };
     for s in &snapshot.syscalls {
         if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
-            let zero: u64 = events.buckets().filter(|b| b.high == 0).map(|b| b.count).sum();
+            let zero: u64 = events
+                .buckets()
+                .filter(|b| b.high == 0)
+                .map(|b| b.count)
+                .sum();
             let _ = writeln!(
                 out,
                 "{}: {:.2} events per call (p50 {}, p99 {}, max {}), no event in {} of calls",
@@ -117,7 +130,15 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
         }
     }
     let lost = snapshot.dropped.lost();
-    let _ = writeln!(out, "dropped: {lost}{}", if lost == 0 { " (every call was recorded)" } else { "" });
+    let _ = writeln!(
+        out,
+        "dropped: {lost}{}",
+        if lost == 0 {
+            " (every call was recorded)"
+        } else {
+            ""
+        }
+    );
     for (reason, count) in snapshot.dropped.nonzero() {
         let _ = writeln!(out, "  {count} {}", reason.describe());
     }
@@ -129,14 +150,23 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
 pub fn process_table(snapshot: &Snapshot) -> String {
     let mut table = TextTable::new(["pid", "calls", "errors", "total"]);
     let names: Vec<&str> = snapshot.syscalls.iter().map(|s| s.name.as_str()).collect();
-    let mut header = vec!["pid".to_owned(), "calls".into(), "errors".into(), "total".into()];
+    let mut header = vec![
+        "pid".to_owned(),
+        "calls".into(),
+        "errors".into(),
+        "total".into(),
+    ];
     header.extend(names.iter().map(|n| format!("{n} calls")));
     table.header = header;
     for p in &snapshot.processes {
         let errors: u64 = p.syscalls.iter().map(|s| s.errors).sum();
         let total: u64 = p.syscalls.iter().map(|s| s.total_ns).sum();
         let mut row = vec![
-            if p.pid == 0 { "other".to_owned() } else { p.pid.to_string() },
+            if p.pid == 0 {
+                "other".to_owned()
+            } else {
+                p.pid.to_string()
+            },
             p.total_calls().to_string(),
             errors.to_string(),
             duration(total),
@@ -153,13 +183,29 @@ mod tests {
 
     #[test]
     fn table_has_one_header_and_a_row_per_called_syscall() {
-        let mut close = SyscallSummary { name: "close".into(), calls: 3, total_ns: 3000, max_ns: 1500, ..Default::default() };
+        let mut close = SyscallSummary {
+            name: "close".into(),
+            calls: 3,
+            total_ns: 3000,
+            max_ns: 1500,
+            ..Default::default()
+        };
         close.latency.record_n(1000, 3);
-        let unused = SyscallSummary { name: "read".into(), ..Default::default() };
-        let snap = Snapshot { syscalls: vec![close, unused], ..Default::default() };
+        let unused = SyscallSummary {
+            name: "read".into(),
+            ..Default::default()
+        };
+        let snap = Snapshot {
+            syscalls: vec![close, unused],
+            ..Default::default()
+        };
         let out = syscall_table(&snap);
         let lines: Vec<&str> = out.lines().collect();
-        assert!(lines[0].starts_with("syscall") && lines[0].contains("p99.9") && lines[0].contains("dropped"));
+        assert!(
+            lines[0].starts_with("syscall")
+                && lines[0].contains("p99.9")
+                && lines[0].contains("dropped")
+        );
         assert!(lines[1].starts_with("close"));
         assert!(lines[1].contains("1.00µs"), "{}", lines[1]);
         assert!(!out.contains("\nread"));

@@ -39,7 +39,11 @@ pub fn duration(ns: u64) -> String {
 /// A percentage with one decimal.
 #[must_use]
 pub fn percent(part: f64, whole: f64) -> String {
-    if whole <= 0.0 { "-".to_owned() } else { format!("{:.1}%", 100.0 * part / whole) }
+    if whole <= 0.0 {
+        "-".to_owned()
+    } else {
+        format!("{:.1}%", 100.0 * part / whole)
+    }
 }
 
 #[cfg(test)]

@@ -47,7 +47,11 @@ pub fn main(args: &RunArgs) -> Result<i32> {
     print!("{}", report::render(&experiment, &options, &metadata));
     let data = to_export(&experiment, metadata);
     export::write_exports(&args.exports, &data)?;
-    let failed = experiment.scenarios.iter().flat_map(|s| &s.variants).any(|v| v.failure.is_some());
+    let failed = experiment
+        .scenarios
+        .iter()
+        .flat_map(|s| &s.variants)
+        .any(|v| v.failure.is_some());
     Ok(if experiment.stopped_early.is_some() {
         130
     } else if failed {
@@ -60,17 +64,46 @@ pub fn main(args: &RunArgs) -> Result<i32> {
 fn settings(metadata: &mut Metadata, options: &RunOptions) {
     let list = |c: &[usize]| c.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     let s = &mut metadata.settings;
-    s.insert("variants".into(), options.variants.iter().map(|v| v.name()).collect::<Vec<_>>().join(","));
+    s.insert(
+        "variants".into(),
+        options
+            .variants
+            .iter()
+            .map(|v| v.name())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     s.insert("workload".into(), options.workload.to_string());
     s.insert("payload_bytes".into(), options.payload.to_string());
     s.insert("server_cpus".into(), list(&options.server_cpus));
     s.insert("client_cpus".into(), list(&options.client_cpus));
     s.insert(
         "concurrency".into(),
-        options.scenarios.iter().map(|x| x.concurrency.to_string()).collect::<Vec<_>>().join(","),
+        options
+            .scenarios
+            .iter()
+            .map(|x| x.concurrency.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
     );
-    s.insert("runs".into(), options.scenarios.iter().map(|x| x.runs.to_string()).collect::<Vec<_>>().join(","));
-    s.insert("syscalls".into(), options.syscalls.iter().map(|x| x.name.clone()).collect::<Vec<_>>().join(","));
+    s.insert(
+        "runs".into(),
+        options
+            .scenarios
+            .iter()
+            .map(|x| x.runs.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
+    s.insert(
+        "syscalls".into(),
+        options
+            .syscalls
+            .iter()
+            .map(|x| x.name.clone())
+            .collect::<Vec<_>>()
+            .join(","),
+    );
     if let Some(rate) = options.rate {
         s.insert("rate".into(), format!("{rate}"));
     }
@@ -106,7 +139,11 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
             }
         }
     }
-    ExportData { metadata, measurements, partial: experiment.stopped_early.is_some() }
+    ExportData {
+        metadata,
+        measurements,
+        partial: experiment.stopped_early.is_some(),
+    }
 }
 
 fn load_summary(runs: &[&RunResult]) -> LoadSummary {
@@ -122,8 +159,12 @@ fn load_summary(runs: &[&RunResult]) -> LoadSummary {
             }
         }
     }
-    let cpu = runs.iter().try_fold((0, 0), |(u, s), r| r.server_cpu.map(|c| (u + c.user_ns, s + c.system_ns)));
-    let on_cpu = runs.iter().try_fold(0, |t, r| r.server_cpu.map(|c| t + c.on_cpu_ns));
+    let cpu = runs.iter().try_fold((0, 0), |(u, s), r| {
+        r.server_cpu.map(|c| (u + c.user_ns, s + c.system_ns))
+    });
+    let on_cpu = runs
+        .iter()
+        .try_fold(0, |t, r| r.server_cpu.map(|c| t + c.on_cpu_ns));
     let requests: u64 = runs.iter().map(|r| r.load.requests).sum();
     let elapsed_s: f64 = runs.iter().map(|r| r.load.elapsed.as_secs_f64()).sum();
     LoadSummary {
@@ -139,8 +180,17 @@ fn load_summary(runs: &[&RunResult]) -> LoadSummary {
 
 /// Syscalls `profiler run` times by default: the default set plus what the reference's full
 /// strace table shows (write, epoll_ctl, fcntl).
-pub const RUN_SYSCALLS: &[&str] =
-    &["accept", "accept4", "close", "epoll_wait", "epoll_pwait", "read", "write", "epoll_ctl", "fcntl"];
+pub const RUN_SYSCALLS: &[&str] = &[
+    "accept",
+    "accept4",
+    "close",
+    "epoll_wait",
+    "epoll_pwait",
+    "read",
+    "write",
+    "epoll_ctl",
+    "fcntl",
+];
 
 /// One part of an experiment: the same load against every variant, `runs` times.
 #[derive(Clone, Debug)]
@@ -240,7 +290,9 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             options.server_bin.display()
         );
     }
-    if options.scenarios.iter().any(|s| s.strace) && crate::process::resolve_program("strace").is_err() {
+    if options.scenarios.iter().any(|s| s.strace)
+        && crate::process::resolve_program("strace").is_err()
+    {
         bail!("--strace needs strace: apt-get install strace");
     }
     let interrupted = Arc::new(AtomicBool::new(false));
@@ -248,7 +300,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         // A second Ctrl-C exits at once.
         signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted))
             .context("installing the Ctrl-C handler")?;
-        signal_hook::flag::register(signal, Arc::clone(&interrupted)).context("installing the Ctrl-C handler")?;
+        signal_hook::flag::register(signal, Arc::clone(&interrupted))
+            .context("installing the Ctrl-C handler")?;
     }
     server::raise_nofile_limit(options.idle_conns as u64 + 4096);
 
@@ -257,11 +310,23 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     let mut scenarios = Vec::new();
     let mut stopped_early = None;
     'scenarios: for spec in &options.scenarios {
-        let variants = spec.variants.clone().unwrap_or_else(|| options.variants.clone());
-        let mut result = ScenarioResult { title: spec.title.clone(), concurrency: spec.concurrency, variants: Vec::new() };
+        let variants = spec
+            .variants
+            .clone()
+            .unwrap_or_else(|| options.variants.clone());
+        let mut result = ScenarioResult {
+            title: spec.title.clone(),
+            concurrency: spec.concurrency,
+            variants: Vec::new(),
+        };
         for variant in variants {
-            let mut vr = VariantResult { variant, runs: Vec::new(), failure: None };
-            let mut plan: Vec<(RunKind, u32)> = (1..=spec.runs).map(|r| (RunKind::Profiled, r)).collect();
+            let mut vr = VariantResult {
+                variant,
+                runs: Vec::new(),
+                failure: None,
+            };
+            let mut plan: Vec<(RunKind, u32)> =
+                (1..=spec.runs).map(|r| (RunKind::Profiled, r)).collect();
             if spec.baseline {
                 plan.push((RunKind::Baseline, 1));
             }
@@ -279,7 +344,10 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 match measure_run(options, spec, variant, kind, number, &progress) {
                     Ok(run) => {
                         if let Some(how) = &run.server_died {
-                            vr.failure = Some(format!("the server {how} during {} run {number}", kind_name(kind)));
+                            vr.failure = Some(format!(
+                                "the server {how} during {} run {number}",
+                                kind_name(kind)
+                            ));
                         }
                         let died = run.server_died.is_some();
                         vr.runs.push(run);
@@ -300,7 +368,11 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         scenarios.push(result);
     }
     progress.finish();
-    Ok(Experiment { scenarios, stopped_early, elapsed: started.elapsed() })
+    Ok(Experiment {
+        scenarios,
+        stopped_early,
+        elapsed: started.elapsed(),
+    })
 }
 
 fn kind_name(kind: RunKind) -> &'static str {
@@ -328,13 +400,20 @@ fn measure_run(
     let server_spec = ServerSpec {
         binary: options.server_bin.clone(),
         variant,
-        protocol: if options.workload == Workload::HttpKeepAlive { "http" } else { "echo" },
+        protocol: if options.workload == Workload::HttpKeepAlive {
+            "http"
+        } else {
+            "echo"
+        },
         cpus: options.server_cpus.clone(),
         workers: spec.workers.or(options.workers),
         lt_epollout: options.lt_epollout,
         nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
         strace: (kind == RunKind::Strace).then(|| {
-            (strace_out.path().to_path_buf(), options.syscalls.iter().map(|s| s.name.clone()).collect())
+            (
+                strace_out.path().to_path_buf(),
+                options.syscalls.iter().map(|s| s.name.clone()).collect(),
+            )
         }),
     };
     let session: RefCell<Option<Session>> = RefCell::new(None);
@@ -350,7 +429,10 @@ fn measure_run(
         Ok(())
     })?;
     let idle = if options.idle_conns > 0 {
-        Some(server::open_idle_connections(server.addr, options.idle_conns)?)
+        Some(server::open_idle_connections(
+            server.addr,
+            options.idle_conns,
+        )?)
     } else {
         None
     };
@@ -392,7 +474,9 @@ fn measure_run(
         None => pids,
     };
     let cpu_after = server::cpu_time(&pids_after);
-    let server_died = server.exit_status()?.map(|how| format!("{how}{}", server.stderr_tail()));
+    let server_died = server
+        .exit_status()?
+        .map(|how| format!("{how}{}", server.stderr_tail()));
     drop(idle);
     drop(session);
     server.stop(kind == RunKind::Strace)?;
@@ -403,12 +487,22 @@ fn measure_run(
     } else {
         Vec::new()
     };
-    let server_cpu = (kind != RunKind::Strace && server_died.is_none()).then(|| cpu_after.since(&cpu_before));
+    let server_cpu =
+        (kind != RunKind::Strace && server_died.is_none()).then(|| cpu_after.since(&cpu_before));
     let requests_attempted = match spec.stop {
         Stop::Requests(n) => n,
         Stop::Duration(_) => load.requests + load.errors.total(),
     };
-    Ok(RunResult { run: number, kind, load, syscalls, strace, server_cpu, server_died, requests_attempted })
+    Ok(RunResult {
+        run: number,
+        kind,
+        load,
+        syscalls,
+        strace,
+        server_cpu,
+        server_died,
+        requests_attempted,
+    })
 }
 
 /// The client has its last answer before the server has closed that connection: wait (at most
@@ -435,21 +529,27 @@ struct Progress {
 impl Progress {
     fn new(options: &RunOptions) -> Self {
         let bar = if options.progress {
-            indicatif::ProgressBar::with_draw_target(Some(0), indicatif::ProgressDrawTarget::stderr())
+            indicatif::ProgressBar::with_draw_target(
+                Some(0),
+                indicatif::ProgressDrawTarget::stderr(),
+            )
         } else {
             indicatif::ProgressBar::hidden()
         };
         bar.set_style(
-            indicatif::ProgressStyle::with_template("{spinner} {msg:40} [{bar:30}] {pos}/{len} {per_sec}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-                .progress_chars("=> "),
+            indicatif::ProgressStyle::with_template(
+                "{spinner} {msg:40} [{bar:30}] {pos}/{len} {per_sec}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
         );
         Self { bar }
     }
 
     fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32) {
         self.bar.set_position(0);
-        self.bar.set_message(format!("{title}: {variant} {} {number}", kind_name(kind)));
+        self.bar
+            .set_message(format!("{title}: {variant} {} {number}", kind_name(kind)));
     }
 
     /// Moves the bar with the load generator's counter until the returned guard is dropped.
@@ -476,7 +576,10 @@ impl Progress {
                 std::thread::sleep(Duration::from_millis(100));
             }
         });
-        Some(ProgressTicker { done, handle: Some(handle) })
+        Some(ProgressTicker {
+            done,
+            handle: Some(handle),
+        })
     }
 
     fn println(&self, line: &str) {

@@ -110,7 +110,11 @@ impl StraceRow {
     /// strace's time per call, ns.
     #[must_use]
     pub fn ns_per_call(&self) -> f64 {
-        if self.calls == 0 { 0.0 } else { self.seconds * 1e9 / self.calls as f64 }
+        if self.calls == 0 {
+            0.0
+        } else {
+            self.seconds * 1e9 / self.calls as f64
+        }
     }
 }
 
@@ -267,7 +271,11 @@ pub fn gini(values: &[u64]) -> f64 {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
     // G = (2 Σ i·x_i) / (n Σ x_i) − (n + 1) / n, with i from 1.
-    let weighted: f64 = sorted.iter().enumerate().map(|(i, &x)| (i as f64 + 1.0) * x as f64).sum();
+    let weighted: f64 = sorted
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| (i as f64 + 1.0) * x as f64)
+        .sum();
     (2.0 * weighted) / (n as f64 * total as f64) - (n as f64 + 1.0) / n as f64
 }
 
@@ -308,6 +316,11 @@ mod tests {
         for v in Variant::ALL {
             assert_eq!(v.name().parse::<Variant>(), Ok(v));
         }
-        assert!("ltt".parse::<Variant>().unwrap_err().contains("lt, et, lt-pure or mp"));
+        assert!(
+            "ltt"
+                .parse::<Variant>()
+                .unwrap_err()
+                .contains("lt, et, lt-pure or mp")
+        );
     }
 }

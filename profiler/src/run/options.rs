@@ -59,7 +59,11 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
             ScenarioSpec::new(name(1), 1, stop, runs),
             ScenarioSpec::new(name(10), 10, stop, 1),
         ],
-        None => args.concurrency.iter().map(|&c| ScenarioSpec::new(name(c), c as usize, stop, runs)).collect(),
+        None => args
+            .concurrency
+            .iter()
+            .map(|&c| ScenarioSpec::new(name(c), c as usize, stop, runs))
+            .collect(),
     };
     for s in &mut scenarios {
         s.baseline |= args.baseline;
@@ -127,9 +131,11 @@ fn parse_warmup(s: &str) -> Result<Option<Stop>> {
     if let Ok(n) = s.parse::<u64>() {
         return Ok(Some(Stop::Requests(n)));
     }
-    parse_duration(s).map(|d| Some(Stop::Duration(d))).map_err(|e| {
-        anyhow::anyhow!("--warmup {e}; or give a request count such as 500, or 0 for none")
-    })
+    parse_duration(s)
+        .map(|d| Some(Stop::Duration(d)))
+        .map_err(|e| {
+            anyhow::anyhow!("--warmup {e}; or give a request count such as 500, or 0 for none")
+        })
 }
 
 /// `0`, `0,2`, `0-3`, `0-1,4` → CPU numbers, each online.
@@ -148,7 +154,10 @@ pub fn parse_cpu_list(list: &str, online: usize) -> Result<Vec<usize>> {
         }
         for cpu in lo..=hi {
             if cpu >= online {
-                bail!("CPU {cpu} is not online: this machine has CPUs 0-{}", online.saturating_sub(1));
+                bail!(
+                    "CPU {cpu} is not online: this machine has CPUs 0-{}",
+                    online.saturating_sub(1)
+                );
             }
             if !cpus.contains(&cpu) {
                 cpus.push(cpu);
@@ -166,27 +175,62 @@ pub fn parse_cpu_list(list: &str, online: usize) -> Result<Vec<usize>> {
 #[must_use]
 pub fn comprehensive() -> Vec<ScenarioSpec> {
     let all = Variant::ALL.to_vec();
-    let mut short = ScenarioSpec::new("Short runs: 100 serial requests ×3", 1, Stop::Requests(100), 3);
+    let mut short = ScenarioSpec::new(
+        "Short runs: 100 serial requests ×3",
+        1,
+        Stop::Requests(100),
+        3,
+    );
     short.variants = Some(all.clone());
-    let long = ScenarioSpec::new("Long runs: 10000 serial requests ×3", 1, Stop::Requests(10_000), 3);
+    let long = ScenarioSpec::new(
+        "Long runs: 10000 serial requests ×3",
+        1,
+        Stop::Requests(10_000),
+        3,
+    );
     let mut sweep: Vec<ScenarioSpec> = [10usize, 50, 100]
         .into_iter()
         .map(|c| {
-            let mut s = ScenarioSpec::new(format!("Concurrency sweep: {c} clients, 10000 requests"), c, Stop::Requests(10_000), 1);
+            let mut s = ScenarioSpec::new(
+                format!("Concurrency sweep: {c} clients, 10000 requests"),
+                c,
+                Stop::Requests(10_000),
+                1,
+            );
             s.variants = Some(vec![Variant::Lt, Variant::Et, Variant::Mp]);
             s
         })
         .collect();
-    let mut strace = ScenarioSpec::new("strace against the kernel: 10000 serial requests", 1, Stop::Requests(10_000), 1);
+    let mut strace = ScenarioSpec::new(
+        "strace against the kernel: 10000 serial requests",
+        1,
+        Stop::Requests(10_000),
+        1,
+    );
     strace.variants = Some(vec![Variant::Lt, Variant::Et, Variant::LtPure]);
     strace.strace = true;
-    let mut mp = ScenarioSpec::new("mp worker distribution: 4 workers, 10 clients", 10, Stop::Requests(10_000), 1);
+    let mut mp = ScenarioSpec::new(
+        "mp worker distribution: 4 workers, 10 clients",
+        10,
+        Stop::Requests(10_000),
+        1,
+    );
     mp.variants = Some(vec![Variant::Mp]);
     mp.workers = Some(4);
-    let mut cold = ScenarioSpec::new("Cold start: drop_caches before each run", 1, Stop::Requests(1000), 5);
+    let mut cold = ScenarioSpec::new(
+        "Cold start: drop_caches before each run",
+        1,
+        Stop::Requests(1000),
+        5,
+    );
     cold.variants = Some(vec![Variant::Lt]);
     cold.drop_caches = true;
-    let mut warm = ScenarioSpec::new("Warm: the same without drop_caches", 1, Stop::Requests(1000), 4);
+    let mut warm = ScenarioSpec::new(
+        "Warm: the same without drop_caches",
+        1,
+        Stop::Requests(1000),
+        4,
+    );
     warm.variants = Some(vec![Variant::Lt]);
     let mut out = vec![short, long];
     out.append(&mut sweep);
@@ -204,8 +248,18 @@ mod tests {
     fn cpu_lists() {
         assert_eq!(parse_cpu_list("0", 2).unwrap(), vec![0]);
         assert_eq!(parse_cpu_list("0-1", 2).unwrap(), vec![0, 1]);
-        assert!(parse_cpu_list("2", 2).unwrap_err().to_string().contains("not online"));
-        assert!(parse_cpu_list("a", 2).unwrap_err().to_string().contains("not a CPU list"));
+        assert!(
+            parse_cpu_list("2", 2)
+                .unwrap_err()
+                .to_string()
+                .contains("not online")
+        );
+        assert!(
+            parse_cpu_list("a", 2)
+                .unwrap_err()
+                .to_string()
+                .contains("not a CPU list")
+        );
         assert!(parse_cpu_list("1-0", 2).is_err());
     }
 
@@ -213,7 +267,10 @@ mod tests {
     fn warmup_forms() {
         assert_eq!(parse_warmup("0").unwrap(), None);
         assert_eq!(parse_warmup("500").unwrap(), Some(Stop::Requests(500)));
-        assert_eq!(parse_warmup("1s").unwrap(), Some(Stop::Duration(Duration::from_secs(1))));
+        assert_eq!(
+            parse_warmup("1s").unwrap(),
+            Some(Stop::Duration(Duration::from_secs(1)))
+        );
         assert!(parse_warmup("soon").is_err());
     }
 
@@ -223,6 +280,11 @@ mod tests {
         assert!(s.iter().any(|x| x.strace));
         assert!(s.iter().any(|x| x.drop_caches));
         assert!(s.iter().any(|x| x.workers == Some(4)));
-        assert_eq!(s.iter().filter(|x| x.title.starts_with("Concurrency sweep")).count(), 3);
+        assert_eq!(
+            s.iter()
+                .filter(|x| x.title.starts_with("Concurrency sweep"))
+                .count(),
+            3
+        );
     }
 }

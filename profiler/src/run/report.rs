@@ -20,10 +20,22 @@ use crate::{
 #[must_use]
 pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "syscall-profiler {} — profiler run", metadata.profiler_version);
-    let _ = writeln!(out, "kernel {}, {} ({} CPUs online)", metadata.kernel, metadata.cpu_model, metadata.cpus_online);
+    let _ = writeln!(
+        out,
+        "syscall-profiler {} — profiler run",
+        metadata.profiler_version
+    );
+    let _ = writeln!(
+        out,
+        "kernel {}, {} ({} CPUs online)",
+        metadata.kernel, metadata.cpu_model, metadata.cpus_online
+    );
     let cpus = |c: &[usize]| {
-        if c.is_empty() { "any".to_owned() } else { c.iter().map(usize::to_string).collect::<Vec<_>>().join(",") }
+        if c.is_empty() {
+            "any".to_owned()
+        } else {
+            c.iter().map(usize::to_string).collect::<Vec<_>>().join(",")
+        }
     };
     let _ = writeln!(
         out,
@@ -32,31 +44,66 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
         cpus(&options.client_cpus),
         options.workload,
         options.payload,
-        options.rate.map_or(String::new(), |r| format!(", open loop at {r:.0} req/s")),
-        if options.idle_conns > 0 { format!(", {} idle connections", options.idle_conns) } else { String::new() },
+        options
+            .rate
+            .map_or(String::new(), |r| format!(", open loop at {r:.0} req/s")),
+        if options.idle_conns > 0 {
+            format!(", {} idle connections", options.idle_conns)
+        } else {
+            String::new()
+        },
     );
     let _ = writeln!(
         out,
         "syscalls timed in the kernel: {}",
-        options.syscalls.iter().map(|s| s.name.as_str()).collect::<Vec<_>>().join(", ")
+        options
+            .syscalls
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if let Some(why) = &experiment.stopped_early {
-        let _ = writeln!(out, "PARTIAL: the experiment stopped early ({why}); everything measured until then follows.");
+        let _ = writeln!(
+            out,
+            "PARTIAL: the experiment stopped early ({why}); everything measured until then follows."
+        );
     }
     for scenario in &experiment.scenarios {
         out.push('\n');
         out.push_str(&render_scenario(scenario));
     }
-    let _ = writeln!(out, "\nTotal time {:.1}s.", experiment.elapsed.as_secs_f64());
+    let _ = writeln!(
+        out,
+        "\nTotal time {:.1}s.",
+        experiment.elapsed.as_secs_f64()
+    );
     out
 }
 
 fn render_scenario(s: &ScenarioResult) -> String {
     let mut out = String::new();
-    let runs = s.variants.iter().map(|v| v.of_kind(RunKind::Profiled).count()).max().unwrap_or(0);
-    let _ = writeln!(out, "== {} (concurrency {}, {} run{}) ==", s.title, s.concurrency, runs, if runs == 1 { "" } else { "s" });
+    let runs = s
+        .variants
+        .iter()
+        .map(|v| v.of_kind(RunKind::Profiled).count())
+        .max()
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "== {} (concurrency {}, {} run{}) ==",
+        s.title,
+        s.concurrency,
+        runs,
+        if runs == 1 { "" } else { "s" }
+    );
     for v in s.variants.iter().filter(|v| v.failure.is_some()) {
-        let _ = writeln!(out, "!! {}: {}", v.variant, v.failure.as_deref().unwrap_or_default());
+        let _ = writeln!(
+            out,
+            "!! {}: {}",
+            v.variant,
+            v.failure.as_deref().unwrap_or_default()
+        );
     }
     out.push_str(&runs_table(s));
     out.push_str(&syscall_table(s));
@@ -70,7 +117,9 @@ fn render_scenario(s: &ScenarioResult) -> String {
 
 fn runs_table(s: &ScenarioResult) -> String {
     let mut out = String::from("\nEnd to end (load generator):\n");
-    let mut table = TextTable::new(["variant", "run", "QPS", "p50", "p99", "p99.9", "max", "requests", "errors"]);
+    let mut table = TextTable::new([
+        "variant", "run", "QPS", "p50", "p99", "p99.9", "max", "requests", "errors",
+    ]);
     let mut warnings = Vec::new();
     for v in &s.variants {
         let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
@@ -78,7 +127,11 @@ fn runs_table(s: &ScenarioResult) -> String {
         let flagged = outliers(&qps);
         for (i, r) in runs.iter().enumerate() {
             let l = &r.load.latency;
-            let mark = if flagged.contains(&i) { " (outlier)" } else { "" };
+            let mark = if flagged.contains(&i) {
+                " (outlier)"
+            } else {
+                ""
+            };
             table.row([
                 v.variant.to_string(),
                 format!("{}{mark}", r.run),
@@ -101,8 +154,14 @@ fn runs_table(s: &ScenarioResult) -> String {
                 format!("max {:.0}", spread.max),
                 String::new(),
                 String::new(),
-                runs.iter().map(|r| r.load.requests).sum::<u64>().to_string(),
-                runs.iter().map(|r| r.load.errors.total()).sum::<u64>().to_string(),
+                runs.iter()
+                    .map(|r| r.load.requests)
+                    .sum::<u64>()
+                    .to_string(),
+                runs.iter()
+                    .map(|r| r.load.errors.total())
+                    .sum::<u64>()
+                    .to_string(),
             ]);
         }
         for i in flagged {
@@ -154,13 +213,25 @@ fn runs_table(s: &ScenarioResult) -> String {
 }
 
 fn requests_of(v: &VariantResult) -> u64 {
-    v.of_kind(RunKind::Profiled).map(RunResult::requests_finished).sum()
+    v.of_kind(RunKind::Profiled)
+        .map(RunResult::requests_finished)
+        .sum()
 }
 
 fn syscall_table(s: &ScenarioResult) -> String {
     let mut out = String::from("\nSyscalls (timed in the kernel, all profiled runs):\n");
     let mut table = TextTable::new([
-        "variant", "syscall", "calls", "calls/req", "errors", "mean", "p50", "p99", "max", "total", "share",
+        "variant",
+        "syscall",
+        "calls",
+        "calls/req",
+        "errors",
+        "mean",
+        "p50",
+        "p99",
+        "max",
+        "total",
+        "share",
     ]);
     let mut events = Vec::new();
     let mut dropped = Vec::new();
@@ -218,7 +289,12 @@ fn syscall_table(s: &ScenarioResult) -> String {
 fn error_share_cell(x: &crate::stats::SyscallSummary) -> String {
     match x.errors.top() {
         Some((class, n)) if x.calls > 0 => {
-            format!("{} ({} {})", x.errors.total(), percent(n as f64, x.calls as f64), class.name())
+            format!(
+                "{} ({} {})",
+                x.errors.total(),
+                percent(n as f64, x.calls as f64),
+                class.name()
+            )
         }
         _ => errors_cell(x),
     }
@@ -260,9 +336,15 @@ fn workers_table(s: &ScenarioResult) -> String {
     for v in s.variants.iter().filter(|v| v.variant == Variant::Mp) {
         // Each run has its own workers (new pids): one table for the first run, a line for each.
         for (i, run) in v.of_kind(RunKind::Profiled).enumerate() {
-            let Some((table, summary)) = worker_distribution(&run.syscalls) else { continue };
+            let Some((table, summary)) = worker_distribution(&run.syscalls) else {
+                continue;
+            };
             if i == 0 {
-                let _ = writeln!(out, "\nmp workers (SO_REUSEPORT distribution), run {}:", run.run);
+                let _ = writeln!(
+                    out,
+                    "\nmp workers (SO_REUSEPORT distribution), run {}:",
+                    run.run
+                );
                 out.push_str(&table);
             }
             let _ = writeln!(out, "run {}: {summary}", run.run);
@@ -287,8 +369,14 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
         .processes
         .iter()
         .map(|p| {
-            let calls: u64 = slots.iter().map(|&i| p.syscalls.get(i).map_or(0, |x| x.calls)).sum();
-            let errors: u64 = slots.iter().map(|&i| p.syscalls.get(i).map_or(0, |x| x.errors)).sum();
+            let calls: u64 = slots
+                .iter()
+                .map(|&i| p.syscalls.get(i).map_or(0, |x| x.calls))
+                .sum();
+            let errors: u64 = slots
+                .iter()
+                .map(|&i| p.syscalls.get(i).map_or(0, |x| x.errors))
+                .sum();
             (p.pid, calls, calls - errors)
         })
         .filter(|(_, calls, _)| *calls > 0)
@@ -300,7 +388,12 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
     let total: u64 = accepted.iter().sum();
     let mut table = TextTable::new(["worker pid", "accept calls", "accepted", "share"]);
     for (pid, calls, ok) in &rows {
-        table.row([pid.to_string(), calls.to_string(), ok.to_string(), percent(*ok as f64, total as f64)]);
+        table.row([
+            pid.to_string(),
+            calls.to_string(),
+            ok.to_string(),
+            percent(*ok as f64, total as f64),
+        ]);
     }
     let spread = Spread::of(&accepted.iter().map(|&a| a as f64).collect::<Vec<_>>());
     let summary = format!(
@@ -315,7 +408,11 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
 }
 
 fn comparison_table(s: &ScenarioResult) -> String {
-    let measured: Vec<&VariantResult> = s.variants.iter().filter(|v| v.of_kind(RunKind::Profiled).next().is_some()).collect();
+    let measured: Vec<&VariantResult> = s
+        .variants
+        .iter()
+        .filter(|v| v.of_kind(RunKind::Profiled).next().is_some())
+        .collect();
     if measured.len() < 2 {
         return String::new();
     }
@@ -331,7 +428,9 @@ fn comparison_table(s: &ScenarioResult) -> String {
         }
         cells
     };
-    let qps = |v: &VariantResult| -> Vec<f64> { v.of_kind(RunKind::Profiled).map(|r| r.load.qps()).collect() };
+    let qps = |v: &VariantResult| -> Vec<f64> {
+        v.of_kind(RunKind::Profiled).map(|r| r.load.qps()).collect()
+    };
     let latency = |v: &VariantResult, q: f64| -> String {
         let mut all = None::<hdrhistogram::Histogram<u64>>;
         for r in v.of_kind(RunKind::Profiled) {
@@ -346,33 +445,67 @@ fn comparison_table(s: &ScenarioResult) -> String {
     };
     let per_call = |name: &'static str| {
         move |_: &VariantResult, m: &Snapshot, _: f64| {
-            m.syscall(name).filter(|x| x.calls > 0).map_or("-".to_owned(), |x| duration_ns(x.mean_ns()))
+            m.syscall(name)
+                .filter(|x| x.calls > 0)
+                .map_or("-".to_owned(), |x| duration_ns(x.mean_ns()))
         }
     };
-    table.row(row("QPS (mean of runs)", &|v, _, _| format!("{:.0}", Spread::of(&qps(v)).mean)));
-    table.row(row("QPS σ", &|v, _, _| format!("{:.0}", Spread::of(&qps(v)).stddev)));
+    table.row(row("QPS (mean of runs)", &|v, _, _| {
+        format!("{:.0}", Spread::of(&qps(v)).mean)
+    }));
+    table.row(row("QPS σ", &|v, _, _| {
+        format!("{:.0}", Spread::of(&qps(v)).stddev)
+    }));
     table.row(row("latency p50", &|v, _, _| latency(v, 0.5)));
     table.row(row("latency p99", &|v, _, _| latency(v, 0.99)));
     table.row(row("latency p99.9", &|v, _, _| latency(v, 0.999)));
-    for name in ["close", "accept", "accept4", "read", "write", "epoll_wait", "epoll_ctl", "fcntl"] {
-        if measured.iter().any(|v| v.merged_syscalls().syscall(name).is_some_and(|x| x.calls > 0)) {
+    for name in [
+        "close",
+        "accept",
+        "accept4",
+        "read",
+        "write",
+        "epoll_wait",
+        "epoll_ctl",
+        "fcntl",
+    ] {
+        if measured.iter().any(|v| {
+            v.merged_syscalls()
+                .syscall(name)
+                .is_some_and(|x| x.calls > 0)
+        }) {
             table.row(row(&format!("{name} mean"), &per_call(name)));
         }
     }
     table.row(row("accept calls/req", &|_, m, req| {
-        let calls: u64 = ["accept", "accept4"].iter().filter_map(|n| m.syscall(n)).map(|x| x.calls).sum();
+        let calls: u64 = ["accept", "accept4"]
+            .iter()
+            .filter_map(|n| m.syscall(n))
+            .map(|x| x.calls)
+            .sum();
         format!("{:.2}", calls as f64 / req)
     }));
     table.row(row("accept EAGAIN", &|_, m, _| {
-        let (calls, again) = ["accept", "accept4"].iter().filter_map(|n| m.syscall(n)).fold((0, 0), |(c, a), x| {
-            (c + x.calls, a + x.errors.get(profiler_common::ErrnoClass::Again))
-        });
+        let (calls, again) = ["accept", "accept4"]
+            .iter()
+            .filter_map(|n| m.syscall(n))
+            .fold((0, 0), |(c, a), x| {
+                (
+                    c + x.calls,
+                    a + x.errors.get(profiler_common::ErrnoClass::Again),
+                )
+            });
         percent(again as f64, calls as f64)
     }));
     table.row(row("syscalls/req", &|_, m, req| {
-        format!("{:.2}", m.syscalls.iter().map(|x| x.calls).sum::<u64>() as f64 / req)
+        format!(
+            "{:.2}",
+            m.syscalls.iter().map(|x| x.calls).sum::<u64>() as f64 / req
+        )
     }));
-    table.row(row("syscall time/req", &|_, m, req| duration_ns(m.total_ns() as f64 / req)));
+    table.row(row("syscall time/req", &|_, m, req| {
+        duration_ns(m.total_ns() as f64 / req)
+    }));
     table.row(row("epoll events/call", &|_, m, _| {
         let mut h = crate::stats::LatencyHistogram::default();
         let mut any = false;
@@ -380,29 +513,50 @@ fn comparison_table(s: &ScenarioResult) -> String {
             h.merge(x);
             any = true;
         }
-        if any && h.total() > 0 { format!("{:.2}", h.mean()) } else { "-".to_owned() }
+        if any && h.total() > 0 {
+            format!("{:.2}", h.mean())
+        } else {
+            "-".to_owned()
+        }
     }));
     table.row(row("server CPU/req", &|v, _, _| {
-        let (ns, req) = v.of_kind(RunKind::Profiled).filter_map(|r| r.server_cpu.map(|c| (c, r.requests_finished()))).fold(
-            (0u64, 0u64),
-            |(n, q), (c, r)| (n + c.on_cpu_ns, q + r),
-        );
-        if req == 0 { "-".to_owned() } else { duration_ns(ns as f64 / req as f64) }
+        let (ns, req) = v
+            .of_kind(RunKind::Profiled)
+            .filter_map(|r| r.server_cpu.map(|c| (c, r.requests_finished())))
+            .fold((0u64, 0u64), |(n, q), (c, r)| (n + c.on_cpu_ns, q + r));
+        if req == 0 {
+            "-".to_owned()
+        } else {
+            duration_ns(ns as f64 / req as f64)
+        }
     }));
     format!("\nSide by side:\n{}", table.render())
 }
 
 fn baseline_table(s: &ScenarioResult) -> String {
-    let mut table = TextTable::new(["variant", "QPS profiled", "QPS baseline", "QPS change", "p50 profiled", "p50 baseline", "p50 change"]);
+    let mut table = TextTable::new([
+        "variant",
+        "QPS profiled",
+        "QPS baseline",
+        "QPS change",
+        "p50 profiled",
+        "p50 baseline",
+        "p50 change",
+    ]);
     for v in &s.variants {
-        let Some(base) = v.of_kind(RunKind::Baseline).next() else { continue };
+        let Some(base) = v.of_kind(RunKind::Baseline).next() else {
+            continue;
+        };
         let profiled: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
         if profiled.is_empty() {
             continue;
         }
         let qps = Spread::of(&profiled.iter().map(|r| r.load.qps()).collect::<Vec<_>>()).mean;
         let p50 = super::model::median(
-            &profiled.iter().map(|r| r.load.latency.value_at_quantile(0.5) as f64).collect::<Vec<_>>(),
+            &profiled
+                .iter()
+                .map(|r| r.load.latency.value_at_quantile(0.5) as f64)
+                .collect::<Vec<_>>(),
         );
         let base_p50 = base.load.latency.value_at_quantile(0.5) as f64;
         table.row([
@@ -418,19 +572,35 @@ fn baseline_table(s: &ScenarioResult) -> String {
     if table.is_empty() {
         return String::new();
     }
-    format!("\nProfiler overhead (--baseline: the same load with nothing attached):\n{}", table.render())
+    format!(
+        "\nProfiler overhead (--baseline: the same load with nothing attached):\n{}",
+        table.render()
+    )
 }
 
 fn signed_percent(with: f64, without: f64) -> String {
-    if without <= 0.0 { "-".to_owned() } else { format!("{:+.1}%", 100.0 * (with - without) / without) }
+    if without <= 0.0 {
+        "-".to_owned()
+    } else {
+        format!("{:+.1}%", 100.0 * (with - without) / without)
+    }
 }
 
 fn strace_table(s: &ScenarioResult) -> String {
     let mut table = TextTable::new([
-        "variant", "syscall", "kernel calls/req", "strace calls/req", "kernel mean", "strace per call", "strace ÷ kernel", "QPS under strace",
+        "variant",
+        "syscall",
+        "kernel calls/req",
+        "strace calls/req",
+        "kernel mean",
+        "strace per call",
+        "strace ÷ kernel",
+        "QPS under strace",
     ]);
     for v in &s.variants {
-        let Some(st) = v.of_kind(RunKind::Strace).next() else { continue };
+        let Some(st) = v.of_kind(RunKind::Strace).next() else {
+            continue;
+        };
         let merged = v.merged_syscalls();
         let req = requests_of(v).max(1) as f64;
         let st_req = st.requests_finished().max(1) as f64;
@@ -443,7 +613,9 @@ fn strace_table(s: &ScenarioResult) -> String {
                 format!("{:.2}", row.calls as f64 / st_req),
                 kernel.map_or("-".to_owned(), |k| duration_ns(k.mean_ns())),
                 duration_ns(row.ns_per_call()),
-                kernel.map_or("-".to_owned(), |k| format!("{:.1}×", row.ns_per_call() / k.mean_ns().max(1.0))),
+                kernel.map_or("-".to_owned(), |k| {
+                    format!("{:.1}×", row.ns_per_call() / k.mean_ns().max(1.0))
+                }),
                 format!("{:.0}", st.load.qps()),
             ]);
         }
@@ -451,5 +623,8 @@ fn strace_table(s: &ScenarioResult) -> String {
     if table.is_empty() {
         return String::new();
     }
-    format!("\nstrace -f -c against the kernel's timing (--strace):\n{}", table.render())
+    format!(
+        "\nstrace -f -c against the kernel's timing (--strace):\n{}",
+        table.render()
+    )
 }

@@ -54,7 +54,12 @@ impl ServerSpec {
         }
         cmd.push(self.binary.display().to_string());
         cmd.extend(["--mode".to_owned(), self.variant.name().to_owned()]);
-        cmd.extend(["--protocol".to_owned(), self.protocol.to_owned(), "--port".into(), "0".into()]);
+        cmd.extend([
+            "--protocol".to_owned(),
+            self.protocol.to_owned(),
+            "--port".into(),
+            "0".into(),
+        ]);
         if !self.cpus.is_empty() {
             let list: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
             cmd.extend(["--cpus".to_owned(), list.join(",")]);
@@ -90,8 +95,13 @@ impl Server {
     pub fn start(spec: &ServerSpec, before_exec: impl FnOnce(u32) -> Result<()>) -> Result<Self> {
         let command = spec.command();
         let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
-        let mut child = StoppedChild::spawn(&command, true, Some(&log))
-            .with_context(|| format!("starting the {} server ({})", spec.variant, spec.binary.display()))?;
+        let mut child = StoppedChild::spawn(&command, true, Some(&log)).with_context(|| {
+            format!(
+                "starting the {} server ({})",
+                spec.variant,
+                spec.binary.display()
+            )
+        })?;
         if let Err(e) = before_exec(child.pid) {
             child.kill();
             return Err(e);
@@ -107,7 +117,13 @@ impl Server {
                 return Err(e.context(format!("the {} server did not start{tail}", spec.variant)));
             }
         };
-        Ok(Self { child, addr, lines, ended: None, log })
+        Ok(Self {
+            child,
+            addr,
+            lines,
+            ended: None,
+            log,
+        })
     }
 
     /// The last line the server wrote to stderr, as ": LINE" (empty when none).
@@ -157,11 +173,17 @@ impl Server {
 fn last_line(log: &File) -> String {
     use std::io::{Read as _, Seek as _};
     let mut text = String::new();
-    let Ok(mut file) = log.try_clone() else { return String::new() };
+    let Ok(mut file) = log.try_clone() else {
+        return String::new();
+    };
     if file.rewind().is_err() || file.read_to_string(&mut text).is_err() {
         return String::new();
     }
-    text.lines().rev().find(|l| !l.trim().is_empty()).map(|l| format!(": {}", l.trim())).unwrap_or_default()
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .map(|l| format!(": {}", l.trim()))
+        .unwrap_or_default()
 }
 
 fn forward_lines(stdout: File) -> mpsc::Receiver<String> {
@@ -187,7 +209,9 @@ fn wait_listening(lines: &mpsc::Receiver<String>, child: &StoppedChild) -> Resul
         match lines.recv_timeout(left.min(Duration::from_millis(100))) {
             Ok(line) => {
                 if let Some(addr) = line.trim().strip_prefix("listening on ") {
-                    return addr.parse().with_context(|| format!("bad address in '{line}'"));
+                    return addr
+                        .parse()
+                        .with_context(|| format!("bad address in '{line}'"));
                 }
             }
             Err(mpsc::RecvTimeoutError::Timeout) => {
@@ -196,7 +220,9 @@ fn wait_listening(lines: &mpsc::Receiver<String>, child: &StoppedChild) -> Resul
                 }
             }
             Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let code = child.try_wait()?.map_or_else(|| "closed its stdout".to_owned(), describe_exit);
+                let code = child
+                    .try_wait()?
+                    .map_or_else(|| "closed its stdout".to_owned(), describe_exit);
                 bail!("it {code} before listening");
             }
         }
@@ -207,10 +233,17 @@ fn wait_listening(lines: &mpsc::Receiver<String>, child: &StoppedChild) -> Resul
 #[must_use]
 pub fn children_of(pid: u32) -> Vec<u32> {
     let mut out = Vec::new();
-    for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+    for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+        .into_iter()
+        .flatten()
+        .flatten()
+    {
         let path = task.path().join("children");
         if let Ok(list) = std::fs::read_to_string(path) {
-            out.extend(list.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+            out.extend(
+                list.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
         }
     }
     out
@@ -224,18 +257,35 @@ pub fn cpu_time(pids: &[u32]) -> CpuTime {
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
     let mut total = CpuTime::default();
     for pid in pids {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { continue };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
         // Fields after the command name (which may contain spaces) end with ')'.
-        let Some((_, rest)) = stat.rsplit_once(')') else { continue };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
         let fields: Vec<&str> = rest.split_whitespace().collect();
         // rest starts at field 3 (state); utime is field 14, stime 15.
-        let get = |i: usize| fields.get(i - 3).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+        let get = |i: usize| {
+            fields
+                .get(i - 3)
+                .and_then(|f| f.parse::<u64>().ok())
+                .unwrap_or(0)
+        };
         total.user_ns += get(14) * 1_000_000_000 / ticks;
         total.system_ns += get(15) * 1_000_000_000 / ticks;
-        for task in std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten() {
+        for task in std::fs::read_dir(format!("/proc/{pid}/task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             let on_cpu = std::fs::read_to_string(task.path().join("schedstat"))
                 .ok()
-                .and_then(|s| s.split_whitespace().next().and_then(|f| f.parse::<u64>().ok()))
+                .and_then(|s| {
+                    s.split_whitespace()
+                        .next()
+                        .and_then(|f| f.parse::<u64>().ok())
+                })
                 .unwrap_or(0);
             total.on_cpu_ns += on_cpu;
         }
@@ -247,7 +297,8 @@ pub fn cpu_time(pids: &[u32]) -> CpuTime {
 pub fn drop_caches() -> Result<()> {
     // SAFETY: sync has no preconditions.
     unsafe { libc::sync() };
-    std::fs::write("/proc/sys/vm/drop_caches", "3").context("writing /proc/sys/vm/drop_caches (needs root)")
+    std::fs::write("/proc/sys/vm/drop_caches", "3")
+        .context("writing /proc/sys/vm/drop_caches (needs root)")
 }
 
 /// Opens `count` idle connections to `addr` and keeps them open while the value lives.
@@ -264,7 +315,10 @@ pub fn open_idle_connections(addr: SocketAddr, count: usize) -> Result<Vec<TcpSt
 
 /// Raises this process's soft RLIMIT_NOFILE towards `wanted` (up to the hard limit).
 pub fn raise_nofile_limit(wanted: u64) {
-    let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
     // SAFETY: valid rlimit pointers.
     unsafe {
         if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < wanted {
@@ -280,7 +334,10 @@ pub fn default_server_binary() -> Option<PathBuf> {
     let me = std::env::current_exe().ok()?;
     let dir = me.parent()?;
     // Tests run from target/debug/deps; the binaries are one level up.
-    [dir.join("servers"), dir.parent().map(|p| p.join("servers")).unwrap_or_default()]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
+    [
+        dir.join("servers"),
+        dir.parent().map(|p| p.join("servers")).unwrap_or_default(),
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file())
 }

@@ -19,13 +19,22 @@ pub fn parse_summary(text: &str) -> Vec<StraceRow> {
         }
         let numbers: Vec<&str> = fields[..fields.len() - 1].to_vec();
         // time%, seconds, usecs/call, calls[, errors]
-        let (Some(seconds), Some(calls)) =
-            (numbers.get(1).and_then(|s| s.parse::<f64>().ok()), numbers.get(3).and_then(|s| s.parse::<u64>().ok()))
-        else {
+        let (Some(seconds), Some(calls)) = (
+            numbers.get(1).and_then(|s| s.parse::<f64>().ok()),
+            numbers.get(3).and_then(|s| s.parse::<u64>().ok()),
+        ) else {
             continue;
         };
-        let errors = numbers.get(4).and_then(|s| s.parse::<u64>().ok()).unwrap_or(0);
-        rows.push(StraceRow { syscall: name.to_owned(), calls, errors, seconds });
+        let errors = numbers
+            .get(4)
+            .and_then(|s| s.parse::<u64>().ok())
+            .unwrap_or(0);
+        rows.push(StraceRow {
+            syscall: name.to_owned(),
+            calls,
+            errors,
+            seconds,
+        });
     }
     rows
 }
@@ -46,7 +55,15 @@ mod tests {
 ";
         let rows = parse_summary(text);
         assert_eq!(rows.len(), 2);
-        assert_eq!(rows[0], StraceRow { syscall: "openat".into(), calls: 34, errors: 13, seconds: 0.000704 });
+        assert_eq!(
+            rows[0],
+            StraceRow {
+                syscall: "openat".into(),
+                calls: 34,
+                errors: 13,
+                seconds: 0.000704
+            }
+        );
         assert_eq!((rows[1].calls, rows[1].errors), (23, 0));
         assert!((rows[1].ns_per_call() - 16521.7).abs() < 1.0);
     }
