@@ -30,7 +30,7 @@ pub enum Command {
     /// Time the syscalls of running processes (and their children), or of a command.
     Attach(AttachArgs),
     /// Run the epoll server experiments: every variant under load, syscalls timed in the kernel.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Core-to-core round-trip latency of the ways two threads can talk.
     C2c(C2cArgs),
     /// Measure the profiler itself.

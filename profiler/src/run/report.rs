@@ -240,7 +240,7 @@ fn syscall_table(s: &ScenarioResult) -> String {
         let requests = requests_of(v).max(1) as f64;
         let total_time = merged.total_ns() as f64;
         let mut rows: Vec<_> = merged.syscalls.iter().filter(|x| x.calls > 0).collect();
-        rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns));
+        rows.sort_by_key(|x| std::cmp::Reverse(x.total_ns));
         for x in rows {
             table.row([
                 v.variant.to_string(),
