@@ -204,9 +204,10 @@ pub struct RunArgs {
     /// Open loop at this many requests per second (latency also corrected for coordinated omission).
     #[arg(long, allow_negative_numbers = true)]
     pub rate: Option<f64>,
-    /// CPUs for the server, e.g. 0 or 0-1 [default on 2+ CPUs: 0].
+    /// CPUs for the server, e.g. 0 or 0-1 [default on 2+ CPUs: 0]; repeat it to sweep CPU sets
+    /// (`--server-cpus 0 --server-cpus 0-1`: does the core count change the verdict?).
     #[arg(long)]
-    pub server_cpus: Option<String>,
+    pub server_cpus: Vec<String>,
     /// CPUs for the load generator [default on 2+ CPUs: the last one].
     #[arg(long)]
     pub client_cpus: Option<String>,

@@ -44,7 +44,13 @@ pub fn main(args: &RunArgs) -> Result<i32> {
     let experiment = run(&options)?;
     metadata.duration_s = experiment.elapsed.as_secs_f64();
     settings(&mut metadata, &options);
-    print!("{}", report::render(&experiment, &options, &metadata));
+    // An export sent to stdout keeps stdout to itself; the report goes to stderr then.
+    let report = report::render(&experiment, &options, &metadata);
+    if args.exports.files().iter().any(|(_, p)| p.as_os_str() == "-") {
+        eprint!("{report}");
+    } else {
+        print!("{report}");
+    }
     let data = to_export(&experiment, metadata);
     export::write_exports(&args.exports, &data)?;
     let failed = experiment
@@ -213,6 +219,8 @@ pub struct ScenarioSpec {
     pub drop_caches: bool,
     /// Workers for mp, when not the experiment's.
     pub workers: Option<usize>,
+    /// Server CPUs, when not the experiment's (a CPU-set sweep).
+    pub server_cpus: Option<Vec<usize>>,
 }
 
 impl ScenarioSpec {
@@ -229,6 +237,7 @@ impl ScenarioSpec {
             strace: false,
             drop_caches: false,
             workers: None,
+            server_cpus: None,
         }
     }
 }
@@ -405,7 +414,7 @@ fn measure_run(
         } else {
             "echo"
         },
-        cpus: options.server_cpus.clone(),
+        cpus: spec.server_cpus.clone().unwrap_or_else(|| options.server_cpus.clone()),
         workers: spec.workers.or(options.workers),
         lt_epollout: options.lt_epollout,
         nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),

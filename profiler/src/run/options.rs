@@ -34,8 +34,12 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         bail!("--rate {rate} is not a positive number of requests per second");
     }
     let online = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let server_cpus = match &args.server_cpus {
-        Some(list) => parse_cpu_list(list, online).context("--server-cpus")?,
+    let mut cpu_sets = Vec::new();
+    for list in &args.server_cpus {
+        cpu_sets.push(parse_cpu_list(list, online).context("--server-cpus")?);
+    }
+    let server_cpus = match cpu_sets.first() {
+        Some(set) => set.clone(),
         None if online >= 2 => vec![0],
         None => Vec::new(),
     };
@@ -65,6 +69,21 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
             .map(|&c| ScenarioSpec::new(name(c), c as usize, stop, runs))
             .collect(),
     };
+    if cpu_sets.len() > 1 {
+        // A sweep over server CPU sets: every scenario once per set.
+        scenarios = scenarios
+            .into_iter()
+            .flat_map(|s| {
+                cpu_sets.iter().map(move |set| {
+                    let mut s = s.clone();
+                    let list: Vec<String> = set.iter().map(usize::to_string).collect();
+                    s.title = format!("{} [server CPUs {}]", s.title, list.join(","));
+                    s.server_cpus = Some(set.clone());
+                    s
+                })
+            })
+            .collect();
+    }
     for s in &mut scenarios {
         s.baseline |= args.baseline;
         s.strace |= args.strace;
