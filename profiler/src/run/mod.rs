@@ -46,7 +46,12 @@ pub fn main(args: &RunArgs) -> Result<i32> {
     settings(&mut metadata, &options);
     // An export sent to stdout keeps stdout to itself; the report goes to stderr then.
     let report = report::render(&experiment, &options, &metadata);
-    if args.exports.files().iter().any(|(_, p)| p.as_os_str() == "-") {
+    if args
+        .exports
+        .files()
+        .iter()
+        .any(|(_, p)| p.as_os_str() == "-")
+    {
         eprint!("{report}");
     } else {
         print!("{report}");
@@ -414,7 +419,10 @@ fn measure_run(
         } else {
             "echo"
         },
-        cpus: spec.server_cpus.clone().unwrap_or_else(|| options.server_cpus.clone()),
+        cpus: spec
+            .server_cpus
+            .clone()
+            .unwrap_or_else(|| options.server_cpus.clone()),
         workers: spec.workers.or(options.workers),
         lt_epollout: options.lt_epollout,
         nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
