@@ -13,6 +13,11 @@ pub const MAX_SYSCALL_NR: u32 = 1024;
 /// beyond that (see [`OVERFLOW_PROCESS`]), so nothing is lost when a server forks more.
 pub const MAX_PROCESSES: u32 = 1024;
 
+/// The dense index whose per-process counters the kernel does not keep: user space derives them
+/// as the totals minus every other process. The first process named is usually the only one, so
+/// the hot path skips the per-process update in the common case.
+pub const DERIVED_PROCESS: u32 = 0;
+
 /// Dense indexes below this are handed out by user space (the processes it was asked to track);
 /// the kernel's fork handler hands out the ones from here on, so the two never race.
 pub const FIRST_FORKED_PROCESS: u32 = 128;
@@ -187,6 +192,21 @@ impl Default for LatencyBuckets {
     }
 }
 
+/// The entry of a syscall in flight on one thread (`START` map, indexed by thread id).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ThreadStart {
+    /// `bpf_ktime_get_ns()` at entry; 0 when no traced call is in flight.
+    pub start_ns: u64,
+    /// Dense index of the thread's process (see `TRACKED`), or [`NO_PROCESS`].
+    pub process: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+}
+
+/// [`ThreadStart::process`] of a call timed under `--all` in a process nobody named.
+pub const NO_PROCESS: u32 = u32::MAX;
+
 /// Everything the exit program updates for one syscall on one CPU, in one map value so the hot
 /// path does a single lookup for both.
 #[repr(C)]
@@ -294,7 +314,7 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::{LatencyBuckets, ProcessStats, SyscallSlot, SyscallStats};
+    use super::{LatencyBuckets, ProcessStats, SyscallSlot, SyscallStats, ThreadStart};
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
     // invalid bit patterns.
@@ -305,6 +325,8 @@ mod pod {
     unsafe impl aya::Pod for ProcessStats {}
     // SAFETY: as above (two such structs, both multiples of 8 bytes).
     unsafe impl aya::Pod for SyscallSlot {}
+    // SAFETY: u64 + u32 + explicit u32 padding: no implicit padding, any bit pattern valid.
+    unsafe impl aya::Pod for ThreadStart {}
 }
 
 #[cfg(test)]

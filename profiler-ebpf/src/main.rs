@@ -23,9 +23,10 @@ mod programs {
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
-        DROP_REASONS, DropReason, ErrnoClass, FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets,
-        MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats,
-        SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, bucket_index,
+        DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIRST_FORKED_PROCESS, HIST_BUCKETS,
+        LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
+        OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, ThreadStart,
+        bucket_index,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -37,9 +38,9 @@ mod programs {
     #[map]
     static TRACKED: Array<u32> = Array::with_max_entries(1, 0);
 
-    /// Entry timestamp of the syscall in flight per thread, 0 when none. Sized from `pid_max`.
+    /// The syscall in flight per thread (entry time and process index); sized from `pid_max`.
     #[map]
-    static START_NS: Array<u64> = Array::with_max_entries(1, 0);
+    static START: Array<ThreadStart> = Array::with_max_entries(1, 0);
 
     /// Syscall number → [`SlotEntry`], filled by user space.
     #[map]
@@ -73,8 +74,6 @@ mod programs {
     static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS as u32, 0);
 
     const CLONE_THREAD: u64 = 0x0001_0000;
-    /// Marks "time it, but it has no per-process slot" (`--all` on an untracked process).
-    const NO_PROCESS: u32 = u32::MAX;
 
     #[inline(always)]
     fn count_drop(reason: DropReason) {
@@ -100,6 +99,18 @@ mod programs {
         }
     }
 
+    /// Counts an exit whose entry was not seen, under its syscall's slot and in `DROPPED`.
+    #[inline(always)]
+    fn count_missing_start(nr: i32) {
+        let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+        let slot = (entry & 0xffff).wrapping_sub(1);
+        if let Some(data) = SYSCALLS.get_ptr_mut(slot) {
+            // SAFETY: per-CPU value, preemption disabled.
+            unsafe { (*data).stats.dropped += 1 };
+        }
+        count_drop(DropReason::NoStart);
+    }
+
     /// Reads a field of the tracepoint record directly (the verifier bounds ctx accesses).
     #[inline(always)]
     fn field<T: Copy>(ctx: &TracePointContext, offset: usize) -> T {
@@ -111,32 +122,47 @@ mod programs {
     #[tracepoint]
     pub fn syscall_enter(_ctx: TracePointContext) -> u32 {
         let pid_tgid = bpf_get_current_pid_tgid();
-        if traced_process((pid_tgid >> 32) as u32).is_none() {
+        let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
             return 0;
-        }
-        let tid = pid_tgid as u32;
-        match START_NS.get_ptr_mut(tid) {
-            // SAFETY: only this thread writes its own slot between its entry and exit.
-            Some(start) => unsafe { *start = bpf_ktime_get_ns() },
+        };
+        match START.get_ptr_mut(pid_tgid as u32) {
+            // SAFETY: only this thread writes its own entry between its syscall entry and exit.
+            Some(start) => unsafe {
+                (*start).start_ns = bpf_ktime_get_ns();
+                (*start).process = process;
+            },
             None => count_drop(DropReason::IdOutOfRange),
         }
         0
     }
 
+    /// The exit path looks up only the thread's own entry: its process index was stored at entry,
+    /// so the common case needs no tracking lookup (only a missing entry asks whether it should
+    /// have been there).
     #[tracepoint]
     pub fn syscall_exit(ctx: TracePointContext) -> u32 {
         // SAFETY: a plain helper call.
         let now = unsafe { bpf_ktime_get_ns() };
         let pid_tgid = bpf_get_current_pid_tgid();
-        let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
+        let Some(start_ptr) = START.get_ptr_mut(pid_tgid as u32) else {
+            if traced_process((pid_tgid >> 32) as u32).is_some() {
+                count_drop(DropReason::IdOutOfRange);
+            }
             return 0;
         };
-        let Some(start_ptr) = START_NS.get_ptr_mut(pid_tgid as u32) else {
-            count_drop(DropReason::IdOutOfRange);
-            return 0;
-        };
+        // SAFETY: this thread's own entry.
+        let start = unsafe { *start_ptr };
         // sys_exit_* record: int __syscall_nr at 8, long ret at 16.
         let nr: i32 = field(&ctx, 8);
+        if start.start_ns == 0 {
+            // Untraced, or traced but its entry was missed (in flight when tracing began).
+            if traced_process((pid_tgid >> 32) as u32).is_some() {
+                count_missing_start(nr);
+            }
+            return 0;
+        }
+        // SAFETY: as above.
+        unsafe { (*start_ptr).start_ns = 0 };
         let ret: i64 = field(&ctx, 16);
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
         let slot = (entry & 0xffff).wrapping_sub(1);
@@ -149,16 +175,8 @@ mod programs {
         };
         // SAFETY: per-CPU value; preemption is disabled while a tracepoint program runs.
         let data = unsafe { &mut *data };
-
-        // SAFETY: this thread's own slot.
-        let start = unsafe { *start_ptr };
-        if start == 0 {
-            data.stats.dropped += 1;
-            count_drop(DropReason::NoStart);
-            return 0;
-        }
-        // SAFETY: as above.
-        unsafe { *start_ptr = 0 };
+        let process = start.process;
+        let start = start.start_ns;
         let elapsed = now.saturating_sub(start);
         let failed = ret < 0;
 
@@ -193,7 +211,9 @@ mod programs {
             }
         }
 
+        // The first named process's counters are derived in user space (totals minus the rest).
         if process != NO_PROCESS
+            && process != DERIVED_PROCESS
             && let Some(per_process) = PROCESSES.get_ptr_mut(process)
         {
             // SAFETY: per-CPU value, as above.
@@ -262,16 +282,24 @@ mod programs {
         0
     }
 
-    /// sched:sched_process_exit, last thread of a process: stop tracking its pid so a new process
-    /// that reuses the number is not traced by mistake. Its counters stay for user space to read.
+    /// sched:sched_process_exit, for every exiting thread: forget its in-flight entry (a thread
+    /// that dies inside a call that never returns, such as exit_group, must not leave a stale
+    /// entry for whoever reuses the id). For the last thread of a process: stop tracking its pid
+    /// so a new process that reuses the number is not traced by mistake. Its counters stay for
+    /// user space to read.
     #[tracepoint]
     pub fn process_exit(ctx: TracePointContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        if let Some(start) = START.get_ptr_mut(pid_tgid as u32) {
+            // SAFETY: the exiting thread's own entry.
+            unsafe { (*start).start_ns = 0 };
+        }
         // sched_process_exit record: pid_t pid at 24, bool group_dead at 32.
         let group_dead: u8 = field(&ctx, 32);
         if group_dead == 0 {
             return 0;
         }
-        let tgid = (bpf_get_current_pid_tgid() >> 32) as u32;
+        let tgid = (pid_tgid >> 32) as u32;
         if let Some(entry) = TRACKED.get_ptr_mut(tgid) {
             // SAFETY: a plain u32 load and store.
             unsafe {

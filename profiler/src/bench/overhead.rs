@@ -55,6 +55,9 @@ pub struct Measured {
     pub config: Config,
     /// ns per dup()+close() iteration, one per round.
     pub samples: Vec<f64>,
+    /// ns per program run as the kernel measured it (`kernel.bpf_stats_enabled`), per program
+    /// name, one per round.
+    pub program_ns: Vec<(String, f64)>,
 }
 
 impl Measured {
@@ -97,22 +100,40 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
         .map(|&config| Measured {
             config,
             samples: Vec::new(),
+            program_ns: Vec::new(),
         })
         .collect();
     for round in 0..args.rounds {
         for m in &mut results {
-            let ns = measure_one(m.config, &close, args.iterations)
+            let (ns, _) = measure_one(m.config, &close, args.iterations)
                 .with_context(|| format!("round {}: {}", round + 1, m.config.label()))?;
             m.samples.push(ns);
         }
     }
+    // One more round with the kernel timing every program run: where the added cost goes. Its
+    // loop times are left out above, as the statistics themselves cost time.
+    let stats = BpfStats::enable();
+    for m in results
+        .iter_mut()
+        .filter(|m| matches!(m.config, Config::Floor | Config::Profiler))
+    {
+        let (_, programs) = measure_one(m.config, &close, args.iterations)
+            .with_context(|| format!("profiling round: {}", m.config.label()))?;
+        m.program_ns.extend(programs);
+    }
+    drop(stats);
     Ok(results)
 }
 
-fn measure_one(config: Config, close: &[Syscall], iterations: u64) -> Result<f64> {
+/// ns per iteration, and ns per run of each attached program (from the kernel's own stats).
+fn measure_one(
+    config: Config,
+    close: &[Syscall],
+    iterations: u64,
+) -> Result<(f64, Vec<(String, f64)>)> {
     let me = std::process::id();
     match config {
-        Config::Nothing => Ok(dup_close_loop(iterations)),
+        Config::Nothing => Ok((dup_close_loop(iterations), Vec::new())),
         Config::Floor | Config::Profiler => {
             let session = Session::start(&SessionConfig {
                 syscalls: close.to_vec(),
@@ -120,6 +141,12 @@ fn measure_one(config: Config, close: &[Syscall], iterations: u64) -> Result<f64
                 noop: config == Config::Floor,
             })?;
             let ns = dup_close_loop(iterations);
+            let programs = session
+                .program_run_stats()
+                .into_iter()
+                .filter(|(_, runs, _)| *runs >= iterations)
+                .map(|(name, runs, time)| (name, time.as_nanos() as f64 / runs as f64))
+                .collect();
             if config == Config::Profiler {
                 // The benchmark checks itself: every close in the loop must have been timed.
                 let timed = session.snapshot()?.syscall("close").map_or(0, |s| s.calls);
@@ -127,13 +154,13 @@ fn measure_one(config: Config, close: &[Syscall], iterations: u64) -> Result<f64
                     bail!("only {timed} of {iterations} closes were timed");
                 }
             }
-            Ok(ns)
+            Ok((ns, programs))
         }
         Config::Bpftrace => {
             let mut tracer = BpftraceGuard::start(me)?;
             let ns = dup_close_loop(iterations);
             tracer.stop();
-            Ok(ns)
+            Ok((ns, Vec::new()))
         }
     }
 }
@@ -179,6 +206,32 @@ fn pin_to_last_cpu() {
 fn which(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
+}
+
+/// `kernel.bpf_stats_enabled = 1` while alive (the kernel then times every program run), restored
+/// on drop.
+struct BpfStats {
+    previous: Option<String>,
+}
+
+impl BpfStats {
+    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+    fn enable() -> Self {
+        let previous = std::fs::read_to_string(Self::PATH).ok();
+        if std::fs::write(Self::PATH, "1").is_err() {
+            return Self { previous: None };
+        }
+        Self { previous }
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            let _ = std::fs::write(Self::PATH, previous.trim());
+        }
+    }
 }
 
 /// bpftrace running the one-liner against this process; killed on drop.
@@ -244,34 +297,69 @@ impl Drop for BpftraceGuard {
     }
 }
 
-/// The results table: ns per iteration, added ns, and the ratio of added cost to the floor's.
+/// Per round, `(config - nothing) / (floor - nothing)`: the ratio pair by pair within a round,
+/// so the machine's drift between rounds cancels out.
+#[must_use]
+pub fn round_ratios(results: &[Measured], config: Config) -> Vec<f64> {
+    let get = |c: Config| {
+        results
+            .iter()
+            .find(|m| m.config == c)
+            .map(|m| m.samples.clone())
+    };
+    let (Some(nothing), Some(floor), Some(this)) =
+        (get(Config::Nothing), get(Config::Floor), get(config))
+    else {
+        return Vec::new();
+    };
+    nothing
+        .iter()
+        .zip(&floor)
+        .zip(&this)
+        .filter(|((n, f), _)| **f > **n)
+        .map(|((n, f), t)| (t - n) / (f - n))
+        .collect()
+}
+
+/// The results table: ns per iteration (median over rounds), added ns, and the ratio of added
+/// cost to the floor's: the median of the per-round ratios, with their range.
 #[must_use]
 pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     let nothing = results
         .iter()
         .find(|m| m.config == Config::Nothing)
         .map_or(0.0, Measured::median);
-    let floor = results
-        .iter()
-        .find(|m| m.config == Config::Floor)
-        .map_or(0.0, Measured::median);
-    let floor_added = floor - nothing;
     let mut table = TextTable::new([
         "configuration",
         "ns/iter (median)",
         "min … max",
         "added ns",
-        "× floor",
+        "× floor (median)",
+        "× floor min … max",
     ]);
+    let mut unusable = false;
     for m in results {
         let median = m.median();
         let min = m.samples.iter().copied().fold(f64::INFINITY, f64::min);
         let max = m.samples.iter().copied().fold(0.0, f64::max);
-        let added = median - nothing;
-        let ratio = if m.config == Config::Nothing || floor_added <= 0.0 {
-            "-".to_owned()
+        let ratios = round_ratios(results, m.config);
+        let (ratio, range) = if m.config == Config::Nothing {
+            ("-".to_owned(), "-".to_owned())
+        } else if ratios.is_empty() {
+            unusable = true;
+            ("-".to_owned(), "-".to_owned())
         } else {
-            format!("{:.2}", added / floor_added)
+            let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sample = Measured {
+                config: m.config,
+                samples: ratios,
+                program_ns: Vec::new(),
+            };
+            (
+                format!("{:.2}", sample.median()),
+                format!("{lo:.2} … {hi:.2}"),
+            )
         };
         table.row([
             m.config.label().to_owned(),
@@ -280,19 +368,56 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             if m.config == Config::Nothing {
                 "-".to_owned()
             } else {
-                format!("{added:.0}")
+                format!("{:.0}", median - nothing)
             },
             ratio,
+            range,
         ]);
     }
     let mut out = format!(
-        "dup()+close() loop, {} iterations, {} rounds, close traced (medians over rounds)\n",
+        "dup()+close() loop, {} iterations, {} rounds, close traced; ratios are (config - nothing) / (floor - nothing) per round\n",
         args.iterations, args.rounds
     );
     out.push_str(&table.render());
-    if floor_added <= 0.0 {
+    let mut programs = TextTable::new([
+        "configuration",
+        "program",
+        "ns per run (median)",
+        "min … max",
+    ]);
+    for m in results {
+        let mut names: Vec<&str> = m.program_ns.iter().map(|(n, _)| n.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        for name in names {
+            let samples: Vec<f64> = m
+                .program_ns
+                .iter()
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .collect();
+            let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let sample = Measured {
+                config: m.config,
+                samples,
+                program_ns: Vec::new(),
+            };
+            programs.row([
+                m.config.label().to_owned(),
+                name.to_owned(),
+                format!("{:.1}", sample.median()),
+                format!("{lo:.1} … {hi:.1}"),
+            ]);
+        }
+    }
+    if !programs.is_empty() {
+        out.push_str("\nProgram run time as the kernel counts it, in one extra round with kernel.bpf_stats_enabled=1\n(the noop program runs on both tracepoints; each figure includes the statistics' own two clock reads):\n");
+        out.push_str(&programs.render());
+    }
+    if unusable {
         out.push_str(
-            "warning: the floor added no measurable cost; the machine was too noisy for a ratio\n",
+            "warning: in some rounds the floor added no measurable cost; the machine was too noisy for a ratio\n",
         );
     }
     out

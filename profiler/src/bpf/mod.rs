@@ -6,7 +6,7 @@
 pub mod environment;
 pub mod syscall_names;
 
-use std::{collections::BTreeMap, path::Path};
+use std::{collections::BTreeMap, path::Path, time::Duration};
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -14,8 +14,8 @@ use aya::{
     programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
 };
 use profiler_common::{
-    DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_SLOTS,
-    OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SyscallSlot,
+    DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
+    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SyscallSlot,
 };
 
 pub use self::syscall_names::{DEFAULT_SYSCALLS, Syscall};
@@ -57,8 +57,11 @@ pub struct SessionConfig {
 pub struct Session {
     ebpf: Ebpf,
     syscalls: Vec<Syscall>,
-    /// Dense index → pid for the processes user space named.
+    /// Dense index → pid for the processes user space named (index `i + first_named`).
     named: Vec<u32>,
+    /// 0, or 1 under `--all`, where the derived index 0 is left unused (its counters could not
+    /// be derived from totals that include every process).
+    first_named: u32,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Every attachment, so `Drop` can detach them in parallel.
     links: Vec<(String, TracePointLinkId)>,
@@ -114,7 +117,7 @@ impl Session {
         let mut ebpf = EbpfLoader::new()
             .override_global("TRACE_ALL", &trace_all, true)
             .map_max_entries("TRACKED", pid_max)
-            .map_max_entries("START_NS", pid_max)
+            .map_max_entries("START", pid_max)
             .load(EBPF_OBJECT)
             .map_err(|e| SetupError::bpf("loading the eBPF object", e))?;
         // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
@@ -124,6 +127,7 @@ impl Session {
             ebpf,
             syscalls: config.syscalls.clone(),
             named: Vec::new(),
+            first_named: u32::from(trace_all != 0),
             logger,
             links: Vec::new(),
         };
@@ -146,7 +150,7 @@ impl Session {
         if self.named.contains(&pid) {
             return Ok(());
         }
-        let index = u32::try_from(self.named.len()).unwrap_or(u32::MAX);
+        let index = u32::try_from(self.named.len()).unwrap_or(u32::MAX) + self.first_named;
         if index >= FIRST_FORKED_PROCESS {
             return Err(SetupError::TooManyPids(self.named.len() + 1));
         }
@@ -212,9 +216,10 @@ impl Session {
             }
             syscalls.push(summary);
         }
+        let processes = self.read_processes(&syscalls)?;
         Ok(Snapshot {
             syscalls,
-            processes: self.read_processes()?,
+            processes,
             dropped: self.read_dropped()?,
         })
     }
@@ -246,7 +251,7 @@ impl Session {
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
-        let named = self.named.len() as u32;
+        let named = self.named.len() as u32 + self.first_named;
         let mut map: PerCpuArray<&mut MapData, ProcessStats> = self.map_mut("PROCESSES")?;
         let forked_end =
             (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
@@ -262,7 +267,9 @@ impl Session {
         Ok(())
     }
 
-    fn read_processes(&self) -> Result<Vec<ProcessSummary>, SetupError> {
+    /// Per-process counters. The process at [`DERIVED_PROCESS`] is not counted in the kernel (the
+    /// hot path skips it): its figures are the totals minus every other process's.
+    fn read_processes(&self, totals: &[SyscallSummary]) -> Result<Vec<ProcessSummary>, SetupError> {
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
         let forked = next
             .get(&0, 0)
@@ -272,7 +279,7 @@ impl Session {
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
         let stats: PerCpuArray<&MapData, ProcessStats> = self.map("PROCESSES")?;
 
-        let named = 0..self.named.len() as u32;
+        let named = self.first_named.max(1)..self.named.len() as u32 + self.first_named;
         let forked = FIRST_FORKED_PROCESS..forked_end;
         let mut by_pid: BTreeMap<u32, ProcessSummary> = BTreeMap::new();
         for index in named.chain(forked).chain([OVERFLOW_PROCESS]) {
@@ -309,6 +316,43 @@ impl Session {
                 }
             }
         }
+        if self.first_named == DERIVED_PROCESS
+            && let Some(&pid) = self.named.first()
+        {
+            let mut derived = ProcessSummary {
+                pid,
+                syscalls: totals
+                    .iter()
+                    .map(|t| ProcessSyscall {
+                        calls: t.calls,
+                        errors: t.errors.total(),
+                        total_ns: t.total_ns,
+                    })
+                    .collect(),
+            };
+            for other in by_pid.values() {
+                for (d, o) in derived.syscalls.iter_mut().zip(&other.syscalls) {
+                    d.calls = d.calls.saturating_sub(o.calls);
+                    d.errors = d.errors.saturating_sub(o.errors);
+                    d.total_ns = d.total_ns.saturating_sub(o.total_ns);
+                }
+            }
+            if derived.total_calls() > 0 {
+                match by_pid.get_mut(&pid) {
+                    // The same pid also under another index (reused): add up.
+                    Some(entry) => {
+                        for (a, b) in entry.syscalls.iter_mut().zip(&derived.syscalls) {
+                            a.calls += b.calls;
+                            a.errors += b.errors;
+                            a.total_ns += b.total_ns;
+                        }
+                    }
+                    None => {
+                        by_pid.insert(pid, derived);
+                    }
+                }
+            }
+        }
         Ok(by_pid.into_values().collect())
     }
 
@@ -341,6 +385,22 @@ impl Session {
             );
         }
         Ok(out)
+    }
+
+    /// Per attached program: (name, runs, total run time) as the kernel counts them while
+    /// `kernel.bpf_stats_enabled` is 1 (zeros otherwise). Used by `profiler bench overhead`.
+    #[must_use]
+    pub fn program_run_stats(&self) -> Vec<(String, u64, Duration)> {
+        let mut names: Vec<&str> = self.links.iter().map(|(n, _)| n.as_str()).collect();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|name| {
+                let program: &TracePoint = self.ebpf.program(name)?.try_into().ok()?;
+                let info = program.info().ok()?;
+                Some((name.to_owned(), info.run_count(), info.run_time()))
+            })
+            .collect()
     }
 
     fn write_slots(&mut self) -> Result<(), SetupError> {
