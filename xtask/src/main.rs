@@ -168,15 +168,21 @@ fn setup() -> Result<()> {
             .context("nightly sysroot")?
             .trim(),
     );
-    ensure_rust_src(&sysroot)?;
-    ensure_bpf_linker(&version, &sysroot)?;
+    let added_src = ensure_rust_src(&sysroot)?;
+    let built_linker = ensure_bpf_linker(&version, &sysroot)?;
+    if !added_src && !built_linker {
+        eprintln!(
+            "setup: nothing to do (nightly with rust-src, bpf-linker {BPF_LINKER_VERSION} present)"
+        );
+    }
     Ok(())
 }
 
-fn ensure_rust_src(sysroot: &Path) -> Result<()> {
+/// Returns whether it installed anything.
+fn ensure_rust_src(sysroot: &Path) -> Result<bool> {
     let library = sysroot.join("lib/rustlib/src/rust/library/core");
     if library.is_dir() {
-        return Ok(());
+        return Ok(false);
     }
     eprintln!("setup: adding rust-src to the {NIGHTLY} toolchain");
     let added = Command::new("rustup")
@@ -184,7 +190,7 @@ fn ensure_rust_src(sysroot: &Path) -> Result<()> {
         .status()
         .is_ok_and(|s| s.success());
     if added && library.is_dir() {
-        return Ok(());
+        return Ok(true);
     }
     // The measured fallback: the same component as a tarball in the team's shared folder.
     let tarball = root().join("../shared/toolchain/rust-src-nightly.tar.xz");
@@ -213,16 +219,17 @@ fn ensure_rust_src(sysroot: &Path) -> Result<()> {
             dest.display()
         );
     }
-    Ok(())
+    Ok(true)
 }
 
-fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
+/// Returns whether it installed anything.
+fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<bool> {
     let installed = output("rustup", &["run", NIGHTLY, "bpf-linker", "--version"]);
     if installed
         .as_deref()
         .is_some_and(|v| v.contains(BPF_LINKER_VERSION))
     {
-        return Ok(());
+        return Ok(false);
     }
     // "LLVM version: 22.1.4" → 22; the library is the nightly's own libLLVM.so.22.1-rust-...
     let llvm_major = rustc_version
@@ -275,7 +282,7 @@ fn ensure_bpf_linker(rustc_version: &str, sysroot: &Path) -> Result<()> {
             "bpf-linker was installed but does not run; check `rustup run {NIGHTLY} bpf-linker --version`"
         );
     }
-    Ok(())
+    Ok(true)
 }
 
 fn cargo_home() -> PathBuf {
