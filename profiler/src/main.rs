@@ -85,10 +85,9 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-/// Resolves syscall names; the tracefs check comes first so its error is the one shown.
+/// Resolves syscall names; the privilege check comes first so its error is the one shown.
 fn resolve(names: &[String]) -> Result<Vec<Syscall>> {
     profiler::bpf::environment::check_privileges()?;
-    profiler::bpf::environment::ensure_tracefs()?;
     Ok(Syscall::resolve_list(names)?)
 }
 

@@ -2,7 +2,10 @@
 
 use std::{fmt, path::Path, str::FromStr};
 
-use crate::{bpf::environment::TRACEFS, error::SetupError};
+use crate::{
+    bpf::environment::{self, TRACEFS},
+    error::SetupError,
+};
 
 /// The set timed when `--syscalls` is not given: what an epoll server spends its time in.
 pub const DEFAULT_SYSCALLS: &[&str] = &[
@@ -33,8 +36,10 @@ impl Syscall {
         )
     }
 
-    /// Resolves a name against the syscall table and this kernel's `sys_enter_*` tracepoints.
+    /// Resolves a name against the syscall table and this kernel's `sys_enter_*` tracepoints,
+    /// mounting tracefs first when it is not mounted (root).
     pub fn resolve(name: &str) -> Result<Self, SetupError> {
+        environment::ensure_tracefs()?;
         let name = name.trim();
         let sysno = syscalls::Sysno::from_str(name).ok();
         let has_tracepoint = tracepoint_dir().join(format!("sys_enter_{name}")).is_dir();
