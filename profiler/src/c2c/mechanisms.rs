@@ -61,8 +61,8 @@ pub(crate) trait Responder: Send {
 /// Message and acknowledgement sizes of a mechanism, as carried.
 pub(crate) fn wire_sizes(mechanism: Mechanism) -> (usize, usize) {
     match mechanism {
-        // 4-byte flag each; the 64-byte line holds both flags and 56 payload bytes (false
-        // sharing) or the initiator's flag, 4 bytes of padding and 56 payload bytes (aligned).
+        // The 64-byte message line holds the initiator's flag, 4 bytes of padding and 56
+        // payload bytes; the acknowledgement is a 4-byte flag.
         Mechanism::SpinFalseSharing | Mechanism::SpinAligned => (MESSAGE_BYTES, 4),
         _ => (MESSAGE_BYTES, mem::size_of::<u64>()),
     }
@@ -74,7 +74,7 @@ pub(crate) fn endpoints(
     abort: &Arc<AtomicBool>,
 ) -> Result<(Box<dyn Initiator>, Box<dyn Responder>)> {
     Ok(match mechanism {
-        Mechanism::SpinFalseSharing => spin_pair(Arc::new(FalseSharingLine::default()), abort),
+        Mechanism::SpinFalseSharing => spin_pair(Arc::new(FalseSharingLines::default()), abort),
         Mechanism::SpinAligned => spin_pair(Arc::new(AlignedLines::default()), abort),
         Mechanism::SpscRing => ring_pair(abort),
         Mechanism::MutexCondvar => condvar_pair(abort),
@@ -120,6 +120,42 @@ fn spin_until(abort: &AtomicBool, mut ready: impl FnMut() -> bool) -> Result<()>
     Ok(())
 }
 
+/// One side's live counters, kept with atomic adds as it works (so a monitor could read them
+/// while the ping-pong runs); the other side never touches them.
+#[derive(Default)]
+#[repr(C)]
+struct SideStats {
+    polls: AtomicU32,
+    messages: AtomicU32,
+    bytes: AtomicU64,
+}
+
+impl SideStats {
+    #[inline(always)]
+    fn count_message(&self) {
+        self.messages.fetch_add(1, Ordering::Relaxed);
+        self.bytes
+            .fetch_add(MESSAGE_BYTES as u64, Ordering::Relaxed);
+    }
+}
+
+/// Polls `flag` until `done` holds, counting every poll in `stats`.
+#[inline(always)]
+fn poll_flag(
+    abort: &AtomicBool,
+    flag: &AtomicU32,
+    stats: &SideStats,
+    done: impl Fn(u32) -> bool,
+) -> Result<u32> {
+    let mut seen = 0;
+    spin_until(abort, || {
+        stats.polls.fetch_add(1, Ordering::Relaxed);
+        seen = flag.load(Ordering::Acquire);
+        done(seen)
+    })?;
+    Ok(seen)
+}
+
 /// A 4-byte flag value for message `seq`: never 0 (the initial value) nor [`SPIN_STOP`].
 fn spin_flag(seq: u64) -> u32 {
     (seq % (u64::from(u32::MAX) - 1)) as u32 + 1
@@ -128,69 +164,86 @@ fn spin_flag(seq: u64) -> u32 {
 /// The flag value that tells a spinning responder to stop.
 const SPIN_STOP: u32 = u32::MAX;
 
-/// Payload words after the 8 bytes of flags.
+/// Payload words after the message flag and its padding.
 const SPIN_PAYLOAD_WORDS: usize = (MESSAGE_BYTES - 8) / 8;
 
-/// Where the two flags and the payload live.
+/// Where the flags, the payload and each side's counters live.
 trait SpinLines: Send + Sync + 'static {
     fn ping(&self) -> &AtomicU32;
     fn ack(&self) -> &AtomicU32;
     fn payload(&self) -> &[AtomicU64; SPIN_PAYLOAD_WORDS];
+    fn initiator_stats(&self) -> &SideStats;
+    fn responder_stats(&self) -> &SideStats;
 }
 
-/// Both flags and the payload on one 64-byte line: the line bounces on every access.
+/// The 64-byte message: the initiator's flag, 4 bytes of padding and 56 payload bytes.
 #[derive(Default)]
 #[repr(C, align(64))]
-struct FalseSharingLine {
-    ping: AtomicU32,
-    ack: AtomicU32,
-    payload: [AtomicU64; SPIN_PAYLOAD_WORDS],
-}
-
-impl SpinLines for FalseSharingLine {
-    fn ping(&self) -> &AtomicU32 {
-        &self.ping
-    }
-    fn ack(&self) -> &AtomicU32 {
-        &self.ack
-    }
-    fn payload(&self) -> &[AtomicU64; SPIN_PAYLOAD_WORDS] {
-        &self.payload
-    }
-}
-
-/// The initiator's flag and payload on one 128-byte-aligned line (adjacent-line prefetch pairs
-/// 64-byte lines), its acknowledgement on another.
-#[derive(Default)]
-#[repr(C, align(128))]
 struct MessageLine {
     ping: AtomicU32,
     _pad: u32,
     payload: [AtomicU64; SPIN_PAYLOAD_WORDS],
 }
 
+/// One value alone on a 128-byte-aligned line (adjacent-line prefetch pairs 64-byte lines).
 #[derive(Default)]
 #[repr(C, align(128))]
-struct AckLine {
-    ack: AtomicU32,
+struct OwnLine<T>(T);
+
+/// Message and acknowledgement on lines of their own, but both sides' counters side by side
+/// on one line (`[SideStats; 2]`, the usual mistake): each side's adds steal the line from the
+/// other, which is adding to its own counters at the same time.
+#[derive(Default)]
+#[repr(C)]
+struct FalseSharingLines {
+    message: OwnLine<MessageLine>,
+    ack: OwnLine<AtomicU32>,
+    stats: OwnLine<[SideStats; 2]>,
 }
 
+impl SpinLines for FalseSharingLines {
+    fn ping(&self) -> &AtomicU32 {
+        &self.message.0.ping
+    }
+    fn ack(&self) -> &AtomicU32 {
+        &self.ack.0
+    }
+    fn payload(&self) -> &[AtomicU64; SPIN_PAYLOAD_WORDS] {
+        &self.message.0.payload
+    }
+    fn initiator_stats(&self) -> &SideStats {
+        &self.stats.0[0]
+    }
+    fn responder_stats(&self) -> &SideStats {
+        &self.stats.0[1]
+    }
+}
+
+/// The same, each side's counters on a line of their own.
 #[derive(Default)]
 #[repr(C)]
 struct AlignedLines {
-    message: MessageLine,
-    ack: AckLine,
+    message: OwnLine<MessageLine>,
+    ack: OwnLine<AtomicU32>,
+    initiator_stats: OwnLine<SideStats>,
+    responder_stats: OwnLine<SideStats>,
 }
 
 impl SpinLines for AlignedLines {
     fn ping(&self) -> &AtomicU32 {
-        &self.message.ping
+        &self.message.0.ping
     }
     fn ack(&self) -> &AtomicU32 {
-        &self.ack.ack
+        &self.ack.0
     }
     fn payload(&self) -> &[AtomicU64; SPIN_PAYLOAD_WORDS] {
-        &self.message.payload
+        &self.message.0.payload
+    }
+    fn initiator_stats(&self) -> &SideStats {
+        &self.initiator_stats.0
+    }
+    fn responder_stats(&self) -> &SideStats {
+        &self.responder_stats.0
     }
 }
 
@@ -231,7 +284,10 @@ impl<L: SpinLines> Initiator for SpinInitiator<L> {
         }
         let flag = spin_flag(seq);
         lines.ping().store(flag, Ordering::Release);
-        spin_until(&self.abort, || lines.ack().load(Ordering::Acquire) == flag)
+        let stats = lines.initiator_stats();
+        poll_flag(&self.abort, lines.ack(), stats, |ack| ack == flag)?;
+        stats.count_message();
+        Ok(())
     }
 
     fn stop(&mut self) -> Result<()> {
@@ -245,8 +301,8 @@ impl<L: SpinLines> Responder for SpinResponder<L> {
     fn serve(&mut self) -> Result<bool> {
         let lines = &*self.lines;
         let last = self.last;
-        spin_until(&self.abort, || lines.ping().load(Ordering::Acquire) != last)?;
-        let flag = lines.ping().load(Ordering::Acquire);
+        let stats = lines.responder_stats();
+        let flag = poll_flag(&self.abort, lines.ping(), stats, |ping| ping != last)?;
         if flag == SPIN_STOP {
             return Ok(false);
         }
@@ -260,6 +316,7 @@ impl<L: SpinLines> Responder for SpinResponder<L> {
         if !intact {
             bail!("shared-memory message {flag} arrived corrupted");
         }
+        stats.count_message();
         lines.ack().store(flag, Ordering::Release);
         self.last = flag;
         Ok(true)
@@ -847,17 +904,37 @@ mod tests {
 
     #[test]
     fn layouts_put_lines_where_the_variants_say() {
-        assert_eq!(mem::size_of::<FalseSharingLine>(), 64);
-        assert_eq!(mem::align_of::<FalseSharingLine>(), 64);
-        let lines = AlignedLines::default();
-        let base = &lines as *const AlignedLines as usize;
-        assert_eq!(lines.ping() as *const AtomicU32 as usize - base, 0);
-        assert_eq!(lines.ack() as *const AtomicU32 as usize - base, 128);
-        assert_eq!(mem::size_of::<MessageLine>(), 128);
-        let one = FalseSharingLine::default();
-        let base = &one as *const FalseSharingLine as usize;
-        let last = &one.payload[SPIN_PAYLOAD_WORDS - 1] as *const AtomicU64 as usize;
-        assert_eq!(last + 8 - base, MESSAGE_BYTES);
+        fn line<B, T>(base: &B, field: &T, size: usize) -> usize {
+            (field as *const T as usize - base as *const B as usize) / size
+        }
+        assert_eq!(mem::size_of::<MessageLine>(), MESSAGE_BYTES);
+        let shared = FalseSharingLines::default();
+        assert_eq!(line(&shared, shared.ping(), 64), 0);
+        assert_eq!(
+            line(&shared, &shared.payload()[SPIN_PAYLOAD_WORDS - 1], 64),
+            0
+        );
+        let initiator = line(&shared, &shared.initiator_stats().bytes, 64);
+        assert_eq!(
+            initiator,
+            line(&shared, &shared.responder_stats().polls, 64)
+        );
+        assert_eq!(initiator, 4, "both sides' counters on one 64-byte line");
+        let aligned = AlignedLines::default();
+        let lines: Vec<usize> = [
+            line(&aligned, aligned.ping(), 128),
+            line(&aligned, aligned.ack(), 128),
+            line(&aligned, &aligned.initiator_stats().polls, 128),
+            line(&aligned, &aligned.initiator_stats().bytes, 128),
+            line(&aligned, &aligned.responder_stats().polls, 128),
+            line(&aligned, &aligned.responder_stats().bytes, 128),
+        ]
+        .to_vec();
+        assert_eq!(
+            lines,
+            [0, 1, 2, 2, 3, 3],
+            "each side on a 128-byte line of its own"
+        );
     }
 
     #[test]

@@ -58,9 +58,11 @@ impl Default for C2cOptions {
 /// A way for two threads to exchange a message and an acknowledgement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mechanism {
-    /// Spin-waiting on atomic flags, both flags and the payload on one 64-byte line.
+    /// Spin-waiting on atomic flags; the counters each side keeps of its own work share one
+    /// 64-byte line (false sharing).
     SpinFalseSharing,
-    /// Spin-waiting on atomic flags, each side's data on its own 128-byte-aligned line.
+    /// Spin-waiting on atomic flags; each side's counters on a 128-byte-aligned line of its
+    /// own.
     SpinAligned,
     /// A lock-free single-producer single-consumer ring each way (`rtrb`), spin-polled.
     SpscRing,

@@ -182,8 +182,8 @@ impl Measurement {
 /// A short description of how each mechanism carries the message.
 fn how(mechanism: Mechanism) -> &'static str {
     match mechanism {
-        Mechanism::SpinFalseSharing => "both flags + 56 B payload on one 64 B line",
-        Mechanism::SpinAligned => "each side's flag on its own 128 B line",
+        Mechanism::SpinFalseSharing => "both sides' counters on one 64 B line",
+        Mechanism::SpinAligned => "each side's counters on its own 128 B line",
         Mechanism::SpscRing => "rtrb rings, spin-polled",
         Mechanism::MutexCondvar => "futex sleep/wake",
         Mechanism::UnixSocket => "SOCK_STREAM pair, blocking",
