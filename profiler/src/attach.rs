@@ -68,7 +68,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let child = if options.command.is_empty() {
         None
     } else {
-        Some(StoppedChild::spawn(&options.command, false, None)?)
+        Some(StoppedChild::spawn(&options.command, false, None, false)?)
     };
     let target = if options.all {
         Target::All

@@ -215,8 +215,8 @@ pub struct RunArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub workers: Option<u64>,
     /// Idle connections held open during each measurement (the 10000-idle scenario).
-    #[arg(long, default_value_t = 0)]
-    pub idle_conns: usize,
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub idle_conns: u32,
     /// Register lt's client sockets for EPOLLOUT too ("EPOLLOUT noise").
     #[arg(long)]
     pub lt_epollout: bool,
@@ -267,6 +267,9 @@ pub struct OverheadArgs {
     pub no_bpftrace: bool,
 }
 
+/// The longest duration any option takes (larger ones overflow deadlines).
+const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
 /// Parses `10s`, `500ms`, `2m`, `1h`; a bare number means seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -274,11 +277,14 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         s.parse::<f64>()
             .ok()
             .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(Duration::from_secs_f64)
+            .map(|v| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX))
     } else {
         humantime::parse_duration(s).ok()
     };
     match parsed {
+        Some(d) if d > MAX_DURATION => Err(format!(
+            "'{s}' is longer than a year: give a duration such as 10s, 5m or 2h"
+        )),
         Some(d) if !d.is_zero() => Ok(d),
         Some(_) => Err(format!(
             "'{s}' is zero: give a positive duration such as 10s or 500ms"
@@ -299,6 +305,13 @@ mod tests {
         assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
         assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
         assert!(parse_duration("0s").is_err());
+        assert!(parse_duration("100000000000000000000").is_err());
+        assert!(parse_duration("100000000000000000000s").is_err());
+        assert!(
+            parse_duration("2y")
+                .unwrap_err()
+                .contains("longer than a year")
+        );
         assert!(
             parse_duration("fast")
                 .unwrap_err()

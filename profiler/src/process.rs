@@ -23,8 +23,15 @@ pub struct StoppedChild {
 impl StoppedChild {
     /// Forks; the child stops itself with SIGSTOP and, once resumed, execs `command`. With
     /// `capture_stdout` its stdout is a pipe whose read end is [`StoppedChild::stdout`]; with
-    /// `stderr` its stderr goes to that file.
-    pub fn spawn(command: &[String], capture_stdout: bool, stderr: Option<&File>) -> Result<Self> {
+    /// `stderr` its stderr goes to that file. An `isolated` child gets a process group of its
+    /// own (a terminal's Ctrl-C reaches only us, who stop it in order) and SIGTERM should we
+    /// die without stopping it.
+    pub fn spawn(
+        command: &[String],
+        capture_stdout: bool,
+        stderr: Option<&File>,
+        isolated: bool,
+    ) -> Result<Self> {
         use std::os::fd::AsRawFd;
         let stderr_fd = stderr.map_or(-1, AsRawFd::as_raw_fd);
         let Some(first) = command.first() else {
@@ -46,7 +53,7 @@ impl StoppedChild {
             bail!("pipe failed: {}", std::io::Error::last_os_error());
         }
         // SAFETY: fork in a process that may have threads: the child calls only async-signal-safe
-        // functions (dup2, raise, execv, _exit) on memory prepared before the fork.
+        // functions (dup2, setpgid, prctl, raise, execv, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
         if pid < 0 {
             bail!("fork failed: {}", std::io::Error::last_os_error());
@@ -59,6 +66,10 @@ impl StoppedChild {
                 }
                 if stderr_fd >= 0 {
                     libc::dup2(stderr_fd, 2);
+                }
+                if isolated {
+                    libc::setpgid(0, 0);
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
                 }
                 libc::raise(libc::SIGSTOP);
                 libc::execv(program.as_ptr(), argv.as_ptr());

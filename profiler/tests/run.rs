@@ -220,6 +220,46 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     );
 }
 
+#[test]
+fn open_loop_reports_corrected_latency_next_to_the_uncorrected() {
+    let _serial = serial();
+    let mut opts = options(
+        &[Variant::Lt],
+        ScenarioSpec::new("open loop", 4, Stop::Requests(400), 1),
+    );
+    opts.rate = Some(2000.0);
+    let experiment = run::run(&opts).expect("the experiment runs");
+    let lt = variant(&experiment, Variant::Lt);
+    assert!(lt.failure.is_none(), "{:?}", lt.failure);
+    let r = &lt.runs[0];
+    assert_eq!(r.load.requests, 400);
+    let corrected = r
+        .load
+        .corrected_latency
+        .as_ref()
+        .expect("open loop corrects");
+    assert_eq!(corrected.len(), 400);
+    // Measured from the intended send time, never from later than the actual one.
+    assert!(corrected.value_at_quantile(0.5) >= r.load.latency.value_at_quantile(0.5) / 2);
+    assert!(corrected.max() >= r.load.latency.max() / 2);
+    let report = run::report::render(
+        &experiment,
+        &opts,
+        &profiler::export::Metadata::collect("run"),
+    );
+    let header = report
+        .lines()
+        .find(|l| l.contains("corrected p99"))
+        .unwrap_or_else(|| panic!("no open-loop table:\n{report}"));
+    assert!(header.contains("p99.9"), "{header}");
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("lt ") && l.split_whitespace().count() == 10),
+        "{report}"
+    );
+}
+
 fn profiler_run(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
         .arg("run")
@@ -246,6 +286,11 @@ fn bad_option_values_get_one_line_errors() {
         (vec!["--workload", "ftp"], "ftp"),
         (vec!["--server-bin", "/nonexistent/servers"], "not found"),
         (vec!["--duration", "0s"], "zero"),
+        (
+            vec!["--duration", "100000000000000000000"],
+            "longer than a year",
+        ),
+        (vec!["--idle-conns", "99999999999"], "--idle-conns"),
     ] {
         let (code, stderr) = profiler_run(&args);
         assert_ne!(code, 0, "{args:?} succeeded");

@@ -381,6 +381,10 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         }
         scenarios.push(result);
     }
+    if stopped_early.is_none() && interrupted.load(Ordering::Relaxed) {
+        // Ctrl-C during the last run: that run finished, but the user asked to stop.
+        stopped_early = Some("interrupted".to_owned());
+    }
     progress.finish();
     Ok(Experiment {
         scenarios,

@@ -115,7 +115,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         server_cpus,
         client_cpus,
         workers: args.workers.map(|w| w as usize),
-        idle_conns: args.idle_conns,
+        idle_conns: args.idle_conns as usize,
         lt_epollout: args.lt_epollout,
         syscalls: Syscall::resolve_list(&names)?,
         server_bin,

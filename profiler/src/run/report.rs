@@ -146,14 +146,22 @@ fn runs_table(s: &ScenarioResult) -> String {
         }
         if runs.len() > 1 {
             let spread = Spread::of(&qps);
+            let all = merged(runs.iter().map(|r| Some(&r.load.latency)));
+            let at = |q: f64| {
+                all.as_ref()
+                    .map_or_else(String::new, |h| duration(h.value_at_quantile(q)))
+            };
             table.row([
                 v.variant.to_string(),
                 "all".to_owned(),
-                format!("{:.0} ± {:.0}", spread.mean, spread.stddev),
-                format!("min {:.0}", spread.min),
-                format!("max {:.0}", spread.max),
-                String::new(),
-                String::new(),
+                format!(
+                    "{:.0} ± {:.0} ({:.0}…{:.0})",
+                    spread.mean, spread.stddev, spread.min, spread.max
+                ),
+                at(0.50),
+                at(0.99),
+                at(0.999),
+                all.as_ref().map_or_else(String::new, |h| duration(h.max())),
                 runs.iter()
                     .map(|r| r.load.requests)
                     .sum::<u64>()
@@ -185,17 +193,10 @@ fn runs_table(s: &ScenarioResult) -> String {
     }
     out.push_str(&table.render());
     for v in &s.variants {
-        let mut connect = None::<hdrhistogram::Histogram<u64>>;
-        for r in v.of_kind(RunKind::Profiled) {
-            if let Some(h) = &r.load.connect_latency {
-                match &mut connect {
-                    Some(c) => {
-                        let _ = c.add(h);
-                    }
-                    None => connect = Some(h.clone()),
-                }
-            }
-        }
+        let connect = merged(
+            v.of_kind(RunKind::Profiled)
+                .map(|r| r.load.connect_latency.as_ref()),
+        );
         if let Some(c) = connect.filter(|c| !c.is_empty()) {
             let _ = writeln!(
                 out,
@@ -206,10 +207,74 @@ fn runs_table(s: &ScenarioResult) -> String {
             );
         }
     }
+    out.push_str(&open_loop_table(s));
     for w in warnings {
         let _ = writeln!(out, "{w}");
     }
     out
+}
+
+/// The sum of the histograms given (those present), or `None` when there are none.
+fn merged<'a>(
+    histograms: impl Iterator<Item = Option<&'a hdrhistogram::Histogram<u64>>>,
+) -> Option<hdrhistogram::Histogram<u64>> {
+    let mut sum: Option<hdrhistogram::Histogram<u64>> = None;
+    for h in histograms.flatten() {
+        match &mut sum {
+            // Every latency histogram has the load generator's bounds, so adding cannot fail.
+            Some(s) => {
+                let _ = s.add(h);
+            }
+            None => sum = Some(h.clone()),
+        }
+    }
+    sum
+}
+
+/// Open loop (`--rate`): latency from each request's intended send time (coordinated omission
+/// corrected) next to the latency from its actual send; empty in closed loop.
+fn open_loop_table(s: &ScenarioResult) -> String {
+    let mut table = TextTable::new([
+        "variant",
+        "run",
+        "p50",
+        "p99",
+        "p99.9",
+        "max",
+        "corrected p50",
+        "corrected p99",
+        "corrected p99.9",
+        "corrected max",
+    ]);
+    let mut rows = 0;
+    for v in &s.variants {
+        for r in v.of_kind(RunKind::Profiled) {
+            let Some(c) = &r.load.corrected_latency else {
+                continue;
+            };
+            let l = &r.load.latency;
+            table.row([
+                v.variant.to_string(),
+                r.run.to_string(),
+                duration(l.value_at_quantile(0.50)),
+                duration(l.value_at_quantile(0.99)),
+                duration(l.value_at_quantile(0.999)),
+                duration(l.max()),
+                duration(c.value_at_quantile(0.50)),
+                duration(c.value_at_quantile(0.99)),
+                duration(c.value_at_quantile(0.999)),
+                duration(c.max()),
+            ]);
+            rows += 1;
+        }
+    }
+    if rows == 0 {
+        return String::new();
+    }
+    format!(
+        "\nOpen loop: latency from the actual send, and corrected (from each request's intended send time, as wrk2):\n{}",
+        table.render()
+    )
 }
 
 fn requests_of(v: &VariantResult) -> u64 {

@@ -84,7 +84,8 @@ pub struct Server {
     child: StoppedChild,
     /// Where it listens.
     pub addr: SocketAddr,
-    lines: mpsc::Receiver<String>,
+    /// Kept so the thread draining the server's stdout goes on (a full pipe would block it).
+    _lines: mpsc::Receiver<String>,
     ended: Option<i32>,
     log: File,
 }
@@ -95,13 +96,14 @@ impl Server {
     pub fn start(spec: &ServerSpec, before_exec: impl FnOnce(u32) -> Result<()>) -> Result<Self> {
         let command = spec.command();
         let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
-        let mut child = StoppedChild::spawn(&command, true, Some(&log)).with_context(|| {
-            format!(
-                "starting the {} server ({})",
-                spec.variant,
-                spec.binary.display()
-            )
-        })?;
+        let mut child =
+            StoppedChild::spawn(&command, true, Some(&log), true).with_context(|| {
+                format!(
+                    "starting the {} server ({})",
+                    spec.variant,
+                    spec.binary.display()
+                )
+            })?;
         if let Err(e) = before_exec(child.pid) {
             child.kill();
             return Err(e);
@@ -120,7 +122,7 @@ impl Server {
         Ok(Self {
             child,
             addr,
-            lines,
+            _lines: lines,
             ended: None,
             log,
         })
@@ -148,25 +150,34 @@ impl Server {
 
     /// SIGTERM (to the server itself; under strace, to strace's child so strace writes its
     /// summary), then waits; SIGKILL after 5 s. Returns how it ended.
-    pub fn stop(self, under_strace: bool) -> Result<String> {
-        let ended = match self.ended {
-            Some(code) => Some(code),
-            None => self.child.try_wait()?,
-        };
-        if let Some(code) = ended {
+    pub fn stop(mut self, under_strace: bool) -> Result<String> {
+        if self.ended.is_none() {
+            self.ended = self.child.try_wait()?;
+        }
+        if let Some(code) = self.ended {
             return Ok(describe_exit(code));
         }
-        if under_strace {
+        let grace = if under_strace {
             for pid in children_of(self.child.pid) {
                 // SAFETY: signalling the traced server.
                 unsafe { libc::kill(pid as i32, libc::SIGTERM) };
             }
-            let code = self.child.terminate(Duration::from_secs(10))?;
-            return Ok(describe_exit(code));
-        }
-        let code = self.child.terminate(Duration::from_secs(5))?;
-        drop(self.lines);
+            Duration::from_secs(10)
+        } else {
+            Duration::from_secs(5)
+        };
+        let code = self.child.terminate(grace)?;
+        self.ended = Some(code);
         Ok(describe_exit(code))
+    }
+}
+
+/// A run that fails between start and stop still stops its server.
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.ended.is_none() {
+            let _ = self.child.terminate(Duration::from_secs(1));
+        }
     }
 }
 
