@@ -240,7 +240,7 @@ impl EventLoop {
             return;
         };
         let keep = flags & ERR_OR_HUP == 0
-            && (flags & OUT == 0 || on_writable(conn, config))
+            && (flags & OUT == 0 || flush_and_resume(conn, config))
             && (flags & IN == 0 || on_readable(conn, &mut self.scratch, config))
             && !conn.finished();
         if !keep {
@@ -285,7 +285,7 @@ fn on_readable(conn: &mut Conn, scratch: &mut [u8], config: LoopConfig) -> bool 
                 config
                     .protocol
                     .consume(conn, &scratch[..n], config.buffer_size);
-                if conn.flush() == FlushOutcome::Failed {
+                if !flush_and_resume(conn, config) {
                     return false;
                 }
             }
@@ -300,9 +300,10 @@ fn on_readable(conn: &mut Conn, scratch: &mut [u8], config: LoopConfig) -> bool 
     true
 }
 
-/// Writes pending output; once drained, lets the protocol continue held-back work.
-/// Returns false when the connection must be closed.
-fn on_writable(conn: &mut Conn, config: LoopConfig) -> bool {
+/// Writes pending output; once drained, lets the protocol continue held-back work (pipelined
+/// requests), until nothing is pending or the socket would block. Returns false when the
+/// connection must be closed.
+fn flush_and_resume(conn: &mut Conn, config: LoopConfig) -> bool {
     loop {
         match conn.flush() {
             FlushOutcome::Failed => return false,

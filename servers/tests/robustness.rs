@@ -347,3 +347,39 @@ fn bad_command_lines_get_one_error_line() {
     }
     server.stop();
 }
+
+/// Pipelined requests held back by the output limit are answered once the output drains,
+/// without the client sending anything more: with a 64-byte limit (smaller than one response)
+/// and with 2000 requests in one write at the default limit.
+#[test]
+fn held_back_pipelined_requests_are_all_answered_every_mode() {
+    for mode in MODES {
+        for (buffer_size, requests) in [("64", 2), ("16384", 2000)] {
+            let server = Server::start(&[
+                "--mode",
+                mode,
+                "--protocol",
+                "http",
+                "--buffer-size",
+                buffer_size,
+            ]);
+            let mut stream = connect(server.addr);
+            stream
+                .set_read_timeout(Some(Duration::from_secs(5)))
+                .unwrap();
+            let writer = {
+                let mut stream = stream.try_clone().unwrap();
+                let batch = get("").repeat(requests);
+                thread::spawn(move || stream.write_all(batch.as_bytes()).unwrap())
+            };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            for _ in 0..requests {
+                read_response(&mut reader, false).assert_ok(false);
+            }
+            writer.join().unwrap();
+            drop(reader);
+            drop(stream);
+            server.stop();
+        }
+    }
+}
