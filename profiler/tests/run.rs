@@ -155,6 +155,14 @@ fn baseline_and_strace_runs_produce_their_columns() {
         .find(|r| r.syscall == "close")
         .expect("strace counted close");
     assert!(close.calls >= 300, "strace's close calls: {}", close.calls);
+    // strace counts the warm-up's 50 connections too; per request of both, about one close.
+    let per_request =
+        close.calls as f64 / (strace.requests_finished() + strace.warmup_requests) as f64;
+    assert!(
+        (0.99..1.1).contains(&per_request),
+        "strace close per request {per_request} ({} calls)",
+        close.calls
+    );
     let metadata = profiler::export::Metadata::collect("run");
     let report = run::report::render(&experiment, &opts, &metadata);
     assert!(report.contains("Profiler overhead"), "{report}");

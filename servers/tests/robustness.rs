@@ -363,7 +363,7 @@ fn held_back_pipelined_requests_are_all_answered_every_mode() {
                 "--buffer-size",
                 buffer_size,
             ]);
-            let mut stream = connect(server.addr);
+            let stream = connect(server.addr);
             stream
                 .set_read_timeout(Some(Duration::from_secs(5)))
                 .unwrap();

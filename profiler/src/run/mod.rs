@@ -464,11 +464,13 @@ fn measure_run(
     load_spec.rate = options.rate;
     load_spec.client_cpus = options.client_cpus.clone();
     load_spec.timeout = options.timeout;
+    let mut warmup_requests = 0;
     if let Some(warmup) = options.warmup {
         let mut warm = load_spec.clone();
         warm.stop = warmup;
         warm.rate = None;
-        loadgen::run(&warm).context("warm-up")?;
+        let report = loadgen::run(&warm).context("warm-up")?;
+        warmup_requests = report.requests + report.errors.total();
     }
     load_spec.stop = spec.stop;
     let counter = Arc::new(AtomicU64::new(0));
@@ -510,10 +512,6 @@ fn measure_run(
     };
     let server_cpu =
         (kind != RunKind::Strace && server_died.is_none()).then(|| cpu_after.since(&cpu_before));
-    let requests_attempted = match spec.stop {
-        Stop::Requests(n) => n,
-        Stop::Duration(_) => load.requests + load.errors.total(),
-    };
     Ok(RunResult {
         run: number,
         kind,
@@ -522,7 +520,7 @@ fn measure_run(
         strace,
         server_cpu,
         server_died,
-        requests_attempted,
+        warmup_requests,
     })
 }
 

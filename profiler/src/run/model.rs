@@ -135,8 +135,9 @@ pub struct RunResult {
     pub server_cpu: Option<CpuTime>,
     /// Set when the server died during the run: how.
     pub server_died: Option<String>,
-    /// Requests the load generator was asked for (ok + failed), for calls per request.
-    pub requests_attempted: u64,
+    /// Requests of the warm-up before the measured window (ok + failed): strace sees the
+    /// server's whole life, so its calls per request count them too.
+    pub warmup_requests: u64,
 }
 
 impl RunResult {

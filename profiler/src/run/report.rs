@@ -668,7 +668,7 @@ fn strace_table(s: &ScenarioResult) -> String {
         };
         let merged = v.merged_syscalls();
         let req = requests_of(v).max(1) as f64;
-        let st_req = st.requests_finished().max(1) as f64;
+        let st_req = (st.requests_finished() + st.warmup_requests).max(1) as f64;
         for row in &st.strace {
             let kernel = merged.syscall(&row.syscall).filter(|x| x.calls > 0);
             table.row([
