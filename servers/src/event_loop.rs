@@ -128,6 +128,9 @@ pub struct EventLoop {
     events: Vec<libc::epoll_event>,
     stats: LoopStats,
     warned_fd_limit: bool,
+    /// Reserved so that at the descriptor limit a pending connection can still be accepted
+    /// and closed; otherwise a level-triggered listener would stay readable and spin.
+    spare_fd: RawFd,
 }
 
 impl EventLoop {
@@ -151,6 +154,7 @@ impl EventLoop {
             events: vec![libc::epoll_event { events: 0, u64: 0 }; config.max_events],
             stats: LoopStats::default(),
             warned_fd_limit: false,
+            spare_fd: sys::open_spare_fd(),
         })
     }
 
@@ -200,15 +204,38 @@ impl EventLoop {
                         if per_event == PerEvent::UntilEagain => {}
                     Some(libc::EMFILE | libc::ENFILE) => {
                         if !self.warned_fd_limit {
-                            eprintln!("warning: accept failed: {e}; raise the limit with --nofile");
+                            eprintln!(
+                                "warning: accept failed: {e}; closing new connections until descriptors free up (raise the limit with --nofile)"
+                            );
                             self.warned_fd_limit = true;
                         }
-                        return;
+                        if !self.shed_connection() {
+                            return;
+                        }
                     }
                     _ => return, // EAGAIN: the backlog is empty (LT: half of all accepts end here).
                 },
             }
         }
+    }
+
+    /// At the descriptor limit: frees the spare descriptor, accepts one pending connection and
+    /// closes it at once (the client sees the close), then takes the spare back. Returns whether
+    /// a connection was shed.
+    fn shed_connection(&mut self) -> bool {
+        if self.spare_fd < 0 {
+            return false;
+        }
+        sys::close(self.spare_fd);
+        let shed = match sys::accept(self.listener) {
+            Ok(fd) => {
+                sys::close(fd);
+                true
+            }
+            Err(_) => false,
+        };
+        self.spare_fd = sys::open_spare_fd();
+        shed
     }
 
     /// Makes an accepted socket non-blocking and adds it to epoll.

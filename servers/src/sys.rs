@@ -48,6 +48,13 @@ pub fn close(fd: RawFd) {
     unsafe { libc::close(fd) };
 }
 
+/// A descriptor on `/dev/null`, held in reserve (see `EventLoop::shed_connection`); -1 if
+/// it cannot be opened.
+pub fn open_spare_fd() -> RawFd {
+    // SAFETY: a NUL-terminated constant path.
+    unsafe { libc::open(c"/dev/null".as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC) }
+}
+
 /// `accept(2)` without peer address; the new socket is blocking until [`set_nonblocking`].
 ///
 /// The servers use `accept` + two `fcntl` calls rather than `accept4(SOCK_NONBLOCK)` because

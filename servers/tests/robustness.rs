@@ -383,3 +383,60 @@ fn held_back_pipelined_requests_are_all_answered_every_mode() {
         }
     }
 }
+
+/// CPU seconds (user + system) the process has used so far.
+fn cpu_seconds(pid: i32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .unwrap()
+        .1
+        .split_whitespace()
+        .collect();
+    // utime and stime are fields 14 and 15 of the line, 12 and 13 after the command name.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    ticks as f64 / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// At the descriptor limit the server closes the connections it cannot take instead of
+/// spinning on a listener that stays readable, and serves again once descriptors free up.
+#[test]
+fn at_the_descriptor_limit_new_connections_are_shed_without_spinning() {
+    for mode in ["lt", "lt-pure", "et"] {
+        let server = Server::start(&["--mode", mode, "--nofile", "40"]);
+        let held: Vec<TcpStream> = (0..80).map(|_| connect(server.addr)).collect();
+        thread::sleep(Duration::from_millis(300));
+        let before = cpu_seconds(server.pid());
+        thread::sleep(Duration::from_secs(1));
+        let used = cpu_seconds(server.pid()) - before;
+        assert!(
+            used < 0.3,
+            "{mode}: {used:.2} s of CPU in 1 s at the fd limit (spinning)"
+        );
+        let shed = held
+            .iter()
+            .filter(|s| {
+                s.set_nonblocking(true).unwrap();
+                // Closed by the server: EOF or a reset; a kept connection has nothing to read.
+                match (&**s).read(&mut [0u8; 1]) {
+                    Ok(n) => n == 0,
+                    Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+                }
+            })
+            .count();
+        assert!(
+            shed >= 40,
+            "{mode}: only {shed} of 80 connections were shed"
+        );
+        drop(held);
+        thread::sleep(Duration::from_millis(200));
+        echo_roundtrip(&mut connect(server.addr), b"after the limit");
+        assert!(
+            server.stderr().contains("closing new connections"),
+            "{mode}: {}",
+            server.stderr()
+        );
+        server.stop();
+    }
+}
