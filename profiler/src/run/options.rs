@@ -33,20 +33,23 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     {
         bail!("--rate {rate} is not a positive number of requests per second");
     }
-    let online = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // The CPUs this process may use (taskset, cpusets), not merely how many there are.
+    let allowed = crate::c2c::topology::allowed_cpus().unwrap_or_else(|_| {
+        (0..std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).collect()
+    });
     let mut cpu_sets = Vec::new();
     for list in &args.server_cpus {
-        cpu_sets.push(parse_cpu_list(list, online).context("--server-cpus")?);
+        cpu_sets.push(parse_cpu_list(list, &allowed).context("--server-cpus")?);
     }
-    let server_cpus = match cpu_sets.first() {
-        Some(set) => set.clone(),
-        None if online >= 2 => vec![0],
-        None => Vec::new(),
+    let server_cpus = match (cpu_sets.first(), allowed.first()) {
+        (Some(set), _) => set.clone(),
+        (None, Some(&first)) if allowed.len() >= 2 => vec![first],
+        _ => Vec::new(),
     };
-    let client_cpus = match &args.client_cpus {
-        Some(list) => parse_cpu_list(list, online).context("--client-cpus")?,
-        None if online >= 2 => vec![online - 1],
-        None => Vec::new(),
+    let client_cpus = match (&args.client_cpus, allowed.last()) {
+        (Some(list), _) => parse_cpu_list(list, &allowed).context("--client-cpus")?,
+        (None, Some(&last)) if allowed.len() >= 2 => vec![last],
+        _ => Vec::new(),
     };
     let warmup = parse_warmup(&args.warmup)?;
     let stop = match (args.requests, args.duration) {
@@ -157,8 +160,8 @@ fn parse_warmup(s: &str) -> Result<Option<Stop>> {
         })
 }
 
-/// `0`, `0,2`, `0-3`, `0-1,4` → CPU numbers, each online.
-pub fn parse_cpu_list(list: &str, online: usize) -> Result<Vec<usize>> {
+/// `0`, `0,2`, `0-3`, `0-1,4` → CPU numbers, each one of `allowed`.
+pub fn parse_cpu_list(list: &str, allowed: &[usize]) -> Result<Vec<usize>> {
     let mut cpus = Vec::new();
     for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (lo, hi) = match part.split_once('-') {
@@ -172,10 +175,11 @@ pub fn parse_cpu_list(list: &str, online: usize) -> Result<Vec<usize>> {
             bail!("'{part}' is an empty range: write the lower CPU first");
         }
         for cpu in lo..=hi {
-            if cpu >= online {
+            if !allowed.contains(&cpu) {
+                let names: Vec<String> = allowed.iter().map(usize::to_string).collect();
                 bail!(
-                    "CPU {cpu} is not online: this machine has CPUs 0-{}",
-                    online.saturating_sub(1)
+                    "CPU {cpu} is not online or not allowed: this process may use CPUs {}",
+                    names.join(",")
                 );
             }
             if !cpus.contains(&cpu) {
@@ -265,21 +269,29 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0", 2).unwrap(), vec![0]);
-        assert_eq!(parse_cpu_list("0-1", 2).unwrap(), vec![0, 1]);
+        assert_eq!(parse_cpu_list("0", &[0, 1]).unwrap(), vec![0]);
+        assert_eq!(parse_cpu_list("0-1", &[0, 1]).unwrap(), vec![0, 1]);
         assert!(
-            parse_cpu_list("2", 2)
+            parse_cpu_list("2", &[0, 1])
                 .unwrap_err()
                 .to_string()
                 .contains("not online")
         );
         assert!(
-            parse_cpu_list("a", 2)
+            parse_cpu_list("a", &[0, 1])
                 .unwrap_err()
                 .to_string()
                 .contains("not a CPU list")
         );
-        assert!(parse_cpu_list("1-0", 2).is_err());
+        assert!(parse_cpu_list("1-0", &[0, 1]).is_err());
+        // Under taskset -c 2-3 only those may be named.
+        assert_eq!(parse_cpu_list("3", &[2, 3]).unwrap(), vec![3]);
+        assert!(
+            parse_cpu_list("0", &[2, 3])
+                .unwrap_err()
+                .to_string()
+                .contains("CPUs 2,3")
+        );
     }
 
     #[test]
