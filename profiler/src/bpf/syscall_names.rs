@@ -103,27 +103,33 @@ pub fn available() -> Vec<String> {
     names
 }
 
-/// Up to eight valid names that look like `name` (sharing a prefix or containing it).
+/// Up to eight valid names that look like `name`: the closest by edit distance (typos) first,
+/// then names that contain it or that it contains; the default set when nothing is close.
 fn suggestions(name: &str) -> String {
     let all = available();
-    let mut close: Vec<&String> = all
+    let typo_bound = (name.len() / 3).max(2);
+    let mut close: Vec<(usize, &String)> = all
         .iter()
-        .filter(|n| n.contains(name) || name.contains(n.as_str()))
+        .filter_map(|n| {
+            let distance = strsim::damerau_levenshtein(name, n);
+            if distance <= typo_bound {
+                Some((distance, n))
+            } else if n.contains(name) || (!n.is_empty() && name.contains(n.as_str())) {
+                Some((typo_bound + 1, n))
+            } else {
+                None
+            }
+        })
         .collect();
-    if close.is_empty() {
-        let prefix: String = name.chars().take(3).collect();
-        close = all.iter().filter(|n| n.starts_with(&prefix)).collect();
-    }
-    if close.is_empty() {
-        close = all
+    close.sort();
+    let mut names: Vec<&str> = close.iter().map(|(_, n)| n.as_str()).collect();
+    if names.is_empty() {
+        names = all
             .iter()
-            .filter(|n| DEFAULT_SYSCALLS.contains(&n.as_str()))
+            .map(String::as_str)
+            .filter(|n| DEFAULT_SYSCALLS.contains(n))
             .collect();
     }
-    close
-        .iter()
-        .take(8)
-        .map(|s| s.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
+    names.truncate(8);
+    names.join(", ")
 }
