@@ -84,13 +84,16 @@ impl ErrnoClass {
         Self::Other,
     ];
 
-    /// The class of a positive errno value.
+    /// The class of a positive errno value. `sys_exit` sees the kernel's internal restart
+    /// codes (ERESTARTSYS 512, ERESTARTNOINTR 513, ERESTARTNOHAND 514, ERESTART_RESTARTBLOCK
+    /// 516) before signal delivery turns them into EINTR or a restart: all are a call
+    /// interrupted by a signal, so they count as EINTR.
     #[inline(always)]
     #[must_use]
     pub const fn of(errno: u64) -> Self {
         match errno {
             11 => Self::Again,
-            4 => Self::Intr,
+            4 | 512 | 513 | 514 | 516 => Self::Intr,
             104 => Self::ConnReset,
             32 => Self::Pipe,
             9 => Self::BadFd,
@@ -397,6 +400,14 @@ mod tests {
     #[test]
     fn errno_classes() {
         assert_eq!(ErrnoClass::of(11), ErrnoClass::Again);
+        for restart in [4, 512, 513, 514, 516] {
+            assert_eq!(ErrnoClass::of(restart), ErrnoClass::Intr, "{restart}");
+        }
+        assert_eq!(
+            ErrnoClass::of(515),
+            ErrnoClass::Other,
+            "ENOIOCTLCMD is no interruption"
+        );
         assert_eq!(ErrnoClass::of(104), ErrnoClass::ConnReset);
         assert_eq!(ErrnoClass::of(2), ErrnoClass::Other);
     }

@@ -317,6 +317,50 @@ fn errors_are_classified_by_errno() {
     assert_eq!(close.errors.get(ErrnoClass::BadFd), 1);
 }
 
+/// A read interrupted by a signal leaves the kernel as -ERESTARTSYS (512) at `sys_exit`, before
+/// signal delivery turns it into the EINTR the program sees: counted as EINTR.
+#[test]
+fn a_read_interrupted_by_a_signal_counts_as_eintr() {
+    let _serial = serial();
+    extern "C" fn on_alarm(_: libc::c_int) {}
+    let mut session = session(&["read"], Target::Processes(vec![]));
+    let child = Child::stopped(|| {
+        // SAFETY: a handler without SA_RESTART, a 20 ms one-shot timer, then a read on an empty
+        // pipe whose writer stays open: the read blocks until the signal interrupts it.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_alarm as usize;
+            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
+            let mut fds = [0; 2];
+            libc::pipe(fds.as_mut_ptr());
+            let timer = libc::itimerval {
+                it_interval: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 0,
+                },
+                it_value: libc::timeval {
+                    tv_sec: 0,
+                    tv_usec: 20_000,
+                },
+            };
+            libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut());
+            let mut byte = 0u8;
+            let n = libc::read(fds[0], (&raw mut byte).cast(), 1);
+            assert!(n < 0 && *libc::__errno_location() == libc::EINTR);
+        }
+    });
+    session.track(child.pid()).unwrap();
+    child.resume();
+    child.join();
+    let read = snapshot(&session)
+        .syscall("read")
+        .cloned()
+        .expect("read traced");
+    assert_eq!(read.calls, 1);
+    assert_eq!(read.errors.get(ErrnoClass::Intr), 1, "{:?}", read.errors);
+    assert_eq!(read.errors.get(ErrnoClass::Other), 0, "{:?}", read.errors);
+}
+
 #[test]
 fn trace_all_sees_processes_nobody_named() {
     let _serial = serial();
