@@ -329,7 +329,7 @@ fn a_read_interrupted_by_a_signal_counts_as_eintr() {
         // pipe whose writer stays open: the read blocks until the signal interrupts it.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_alarm as usize;
+            action.sa_sigaction = on_alarm as *const () as usize;
             libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
             let mut fds = [0; 2];
             libc::pipe(fds.as_mut_ptr());
