@@ -90,7 +90,10 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         }
     };
     if let Some(child) = &child {
-        session.track(child.pid)?;
+        if let Err(e) = session.track(child.pid) {
+            child.kill();
+            return Err(e.into());
+        }
         child.resume()?;
     }
     let what = match (&child, options.all) {

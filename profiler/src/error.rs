@@ -33,6 +33,9 @@ pub enum SetupError {
     /// More syscalls than the kernel maps have slots for.
     #[error("{0} syscalls requested but at most {max} can be timed at once: pass a shorter --syscalls list", max = profiler_common::MAX_SYSCALL_SLOTS)]
     TooManySyscalls(usize),
+    /// A `--syscalls` list that names nothing.
+    #[error("--syscalls names no syscall: give a comma-separated list such as close,read")]
+    NoSyscalls,
     /// A pid that does not name a running process.
     #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
     NoSuchProcess(u32),

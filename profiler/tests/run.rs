@@ -299,6 +299,7 @@ fn bad_option_values_get_one_line_errors() {
             "longer than a year",
         ),
         (vec!["--idle-conns", "99999999999"], "--idle-conns"),
+        (vec!["--syscalls", ","], "names no syscall"),
     ] {
         let (code, stderr) = profiler_run(&args);
         assert_ne!(code, 0, "{args:?} succeeded");

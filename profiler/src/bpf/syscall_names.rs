@@ -68,6 +68,9 @@ impl Syscall {
                 out.push(syscall);
             }
         }
+        if out.is_empty() {
+            return Err(SetupError::NoSyscalls);
+        }
         if out.len() > profiler_common::MAX_SYSCALL_SLOTS {
             return Err(SetupError::TooManySyscalls(out.len()));
         }
