@@ -26,9 +26,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {
-            // One line: the error and its causes.
-            let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
-            eprintln!("Error: {}", chain.join(": "));
+            eprintln!("Error: {}", one_line(&error));
             ExitCode::FAILURE
         }
     }
@@ -116,4 +114,34 @@ fn run_c2c(args: &C2cArgs) -> Result<()> {
         print!("{report}");
     }
     Ok(())
+}
+
+/// The error and its causes on one line, leaving out a cause whose text the line already holds
+/// (errors that print their source in their own message).
+fn one_line(error: &anyhow::Error) -> String {
+    let mut line = String::new();
+    for cause in error.chain().map(ToString::to_string) {
+        if line.contains(&cause) {
+            continue;
+        }
+        if !line.is_empty() {
+            line.push_str(": ");
+        }
+        line.push_str(&cause);
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::other("permission denied");
+        let inner = anyhow::Error::new(io).context("mounting tracefs: permission denied");
+        let outer = inner.context("starting");
+        assert_eq!(
+            super::one_line(&outer),
+            "starting: mounting tracefs: permission denied"
+        );
+    }
 }
