@@ -158,10 +158,8 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
 }
 
 fn load_summary(runs: &[&RunResult]) -> LoadSummary {
-    let mut latency = runs[0].load.latency.clone();
-    for r in &runs[1..] {
-        let _ = latency.add(&r.load.latency);
-    }
+    let latency = model::merge_histograms(runs.iter().map(|r| Some(&r.load.latency)))
+        .expect("a summary is made of at least one run");
     let mut errors = std::collections::BTreeMap::new();
     for r in runs {
         for (kind, n) in r.load.errors.by_kind() {

@@ -165,6 +165,15 @@ impl VariantResult {
         self.runs.iter().filter(move |r| r.kind == kind)
     }
 
+    /// End-to-end latency of all profiled runs together (`None` without runs).
+    #[must_use]
+    pub fn merged_latency(&self) -> Option<hdrhistogram::Histogram<u64>> {
+        merge_histograms(
+            self.of_kind(RunKind::Profiled)
+                .map(|r| Some(&r.load.latency)),
+        )
+    }
+
     /// Kernel measurements of all profiled runs together.
     #[must_use]
     pub fn merged_syscalls(&self) -> Snapshot {
@@ -174,6 +183,23 @@ impl VariantResult {
         }
         merged
     }
+}
+
+/// The sum of the histograms given (those present), or `None` when there are none.
+pub fn merge_histograms<'a>(
+    histograms: impl IntoIterator<Item = Option<&'a hdrhistogram::Histogram<u64>>>,
+) -> Option<hdrhistogram::Histogram<u64>> {
+    let mut sum: Option<hdrhistogram::Histogram<u64>> = None;
+    for h in histograms.into_iter().flatten() {
+        match &mut sum {
+            // Every latency histogram has the load generator's bounds, so adding cannot fail.
+            Some(s) => {
+                let _ = s.add(h);
+            }
+            None => sum = Some(h.clone()),
+        }
+    }
+    sum
 }
 
 /// One part of the experiment: a workload at one concurrency, every variant.

@@ -5,7 +5,10 @@ use std::fmt::Write as _;
 
 use super::{
     Experiment, RunOptions,
-    model::{RunKind, RunResult, ScenarioResult, Spread, Variant, VariantResult, gini, outliers},
+    model::{
+        RunKind, RunResult, ScenarioResult, Spread, Variant, VariantResult, gini, merge_histograms,
+        outliers,
+    },
 };
 use crate::{
     export::Metadata,
@@ -132,45 +135,44 @@ fn runs_table(s: &ScenarioResult) -> String {
             } else {
                 ""
             };
-            table.row([
-                v.variant.to_string(),
-                format!("{}{mark}", r.run),
-                format!("{:.0}", r.load.qps()),
-                duration(l.value_at_quantile(0.50)),
-                duration(l.value_at_quantile(0.99)),
-                duration(l.value_at_quantile(0.999)),
-                duration(l.max()),
-                r.load.requests.to_string(),
-                r.load.errors.to_string(),
-            ]);
+            table.row(
+                [
+                    v.variant.to_string(),
+                    format!("{}{mark}", r.run),
+                    format!("{:.0}", r.load.qps()),
+                ]
+                .into_iter()
+                .chain(latency_cells(l))
+                .chain([r.load.requests.to_string(), r.load.errors.to_string()]),
+            );
         }
         if runs.len() > 1 {
             let spread = Spread::of(&qps);
-            let all = merged(runs.iter().map(|r| Some(&r.load.latency)));
-            let at = |q: f64| {
-                all.as_ref()
-                    .map_or_else(String::new, |h| duration(h.value_at_quantile(q)))
-            };
-            table.row([
-                v.variant.to_string(),
-                "all".to_owned(),
-                format!(
-                    "{:.0} ± {:.0} ({:.0}…{:.0})",
-                    spread.mean, spread.stddev, spread.min, spread.max
-                ),
-                at(0.50),
-                at(0.99),
-                at(0.999),
-                all.as_ref().map_or_else(String::new, |h| duration(h.max())),
-                runs.iter()
-                    .map(|r| r.load.requests)
-                    .sum::<u64>()
-                    .to_string(),
-                runs.iter()
-                    .map(|r| r.load.errors.total())
-                    .sum::<u64>()
-                    .to_string(),
-            ]);
+            let all = v
+                .merged_latency()
+                .map_or_else(Default::default, |h| latency_cells(&h));
+            table.row(
+                [
+                    v.variant.to_string(),
+                    "all".to_owned(),
+                    format!(
+                        "{:.0} ± {:.0} ({:.0}…{:.0})",
+                        spread.mean, spread.stddev, spread.min, spread.max
+                    ),
+                ]
+                .into_iter()
+                .chain(all)
+                .chain([
+                    runs.iter()
+                        .map(|r| r.load.requests)
+                        .sum::<u64>()
+                        .to_string(),
+                    runs.iter()
+                        .map(|r| r.load.errors.total())
+                        .sum::<u64>()
+                        .to_string(),
+                ]),
+            );
         }
         for i in flagged {
             warnings.push(format!(
@@ -193,7 +195,7 @@ fn runs_table(s: &ScenarioResult) -> String {
     }
     out.push_str(&table.render());
     for v in &s.variants {
-        let connect = merged(
+        let connect = merge_histograms(
             v.of_kind(RunKind::Profiled)
                 .map(|r| r.load.connect_latency.as_ref()),
         );
@@ -214,21 +216,14 @@ fn runs_table(s: &ScenarioResult) -> String {
     out
 }
 
-/// The sum of the histograms given (those present), or `None` when there are none.
-fn merged<'a>(
-    histograms: impl Iterator<Item = Option<&'a hdrhistogram::Histogram<u64>>>,
-) -> Option<hdrhistogram::Histogram<u64>> {
-    let mut sum: Option<hdrhistogram::Histogram<u64>> = None;
-    for h in histograms.flatten() {
-        match &mut sum {
-            // Every latency histogram has the load generator's bounds, so adding cannot fail.
-            Some(s) => {
-                let _ = s.add(h);
-            }
-            None => sum = Some(h.clone()),
-        }
-    }
-    sum
+/// p50, p99, p99.9 and max of a latency histogram, as table cells.
+fn latency_cells(h: &hdrhistogram::Histogram<u64>) -> [String; 4] {
+    [
+        duration(h.value_at_quantile(0.50)),
+        duration(h.value_at_quantile(0.99)),
+        duration(h.value_at_quantile(0.999)),
+        duration(h.max()),
+    ]
 }
 
 /// Open loop (`--rate`): latency from each request's intended send time (coordinated omission
@@ -252,19 +247,12 @@ fn open_loop_table(s: &ScenarioResult) -> String {
             let Some(c) = &r.load.corrected_latency else {
                 continue;
             };
-            let l = &r.load.latency;
-            table.row([
-                v.variant.to_string(),
-                r.run.to_string(),
-                duration(l.value_at_quantile(0.50)),
-                duration(l.value_at_quantile(0.99)),
-                duration(l.value_at_quantile(0.999)),
-                duration(l.max()),
-                duration(c.value_at_quantile(0.50)),
-                duration(c.value_at_quantile(0.99)),
-                duration(c.value_at_quantile(0.999)),
-                duration(c.max()),
-            ]);
+            table.row(
+                [v.variant.to_string(), r.run.to_string()]
+                    .into_iter()
+                    .chain(latency_cells(&r.load.latency))
+                    .chain(latency_cells(c)),
+            );
             rows += 1;
         }
     }
@@ -497,16 +485,8 @@ fn comparison_table(s: &ScenarioResult) -> String {
         v.of_kind(RunKind::Profiled).map(|r| r.load.qps()).collect()
     };
     let latency = |v: &VariantResult, q: f64| -> String {
-        let mut all = None::<hdrhistogram::Histogram<u64>>;
-        for r in v.of_kind(RunKind::Profiled) {
-            match &mut all {
-                Some(h) => {
-                    let _ = h.add(&r.load.latency);
-                }
-                None => all = Some(r.load.latency.clone()),
-            }
-        }
-        all.map_or("-".to_owned(), |h| duration(h.value_at_quantile(q)))
+        v.merged_latency()
+            .map_or("-".to_owned(), |h| duration(h.value_at_quantile(q)))
     };
     let per_call = |name: &'static str| {
         move |_: &VariantResult, m: &Snapshot, _: f64| {
