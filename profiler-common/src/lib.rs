@@ -52,6 +52,47 @@ pub const SLOT_FLAG_EVENTS: u32 = 1 << 16;
 /// flags above.
 pub type SlotEntry = u32;
 
+/// The common header every tracepoint record starts with (`common_type`, `common_flags`,
+/// `common_preempt_count`, `common_pid`); programs may not read it, and no field we read lies in it.
+pub const RECORD_HEADER: u32 = 8;
+
+/// How many bytes of a tracepoint record the programs can read a field from: a field is read
+/// at a constant offset (the verifier allows no other ctx access), so the kernel side has one
+/// read per position of this window and the verifier, which knows the offset from the frozen
+/// `.rodata`, keeps only the one that matches.
+pub const RECORD_WINDOW: u32 = 64;
+
+/// Where the fields the programs read lie on *this* kernel, found by the loader in the
+/// tracepoints' `format` files and the kernel's BTF, and handed to the programs as one read-only
+/// global (`LAYOUT`). Layouts differ between kernels: `__syscall_nr` is at 8 on 6.1 and 6.18 but
+/// at 12 on 6.1-rt (whose common header has `common_preempt_lazy_count`), and
+/// `sched_process_exit` has `group_dead` only from 6.16 on.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RecordLayout {
+    /// `syscalls:sys_exit_*`: offset of `int __syscall_nr`.
+    pub sys_exit_nr: u32,
+    /// `syscalls:sys_exit_*`: offset of `long ret`.
+    pub sys_exit_ret: u32,
+    /// `task:task_newtask`: offset of `pid_t pid` (the child).
+    pub newtask_pid: u32,
+    /// `task:task_newtask`: offset of `clone_flags` (8 bytes).
+    pub newtask_clone_flags: u32,
+    /// `sched:sched_process_exit`: offset of `bool group_dead`, or [`FIELD_ABSENT`] on kernels
+    /// before 6.16, which then use `task_signal` and `signal_live`.
+    pub process_exit_group_dead: u32,
+    /// BTF: byte offset of `signal` in `struct task_struct` (used when `group_dead` is absent).
+    pub task_signal: u32,
+    /// BTF: byte offset of `live` (an `atomic_t`) in `struct signal_struct`.
+    pub signal_live: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+}
+
+/// A [`RecordLayout`] offset for a field this kernel's record does not have (no field lies in
+/// the [`RECORD_HEADER`], so 0 is free).
+pub const FIELD_ABSENT: u32 = 0;
+
 /// The errno classes counted per syscall, in the order of [`SyscallStats::errors`].
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -317,7 +358,9 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 
 #[cfg(feature = "user")]
 mod pod {
-    use super::{LatencyBuckets, ProcessStats, SyscallSlot, SyscallStats, ThreadStart};
+    use super::{
+        LatencyBuckets, ProcessStats, RecordLayout, SyscallSlot, SyscallStats, ThreadStart,
+    };
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
     // invalid bit patterns.
@@ -330,6 +373,8 @@ mod pod {
     unsafe impl aya::Pod for SyscallSlot {}
     // SAFETY: u64 + u32 + explicit u32 padding: no implicit padding, any bit pattern valid.
     unsafe impl aya::Pod for ThreadStart {}
+    // SAFETY: eight u32 fields: no padding, any bit pattern valid.
+    unsafe impl aya::Pod for RecordLayout {}
 }
 
 #[cfg(test)]

@@ -10,28 +10,54 @@
 // atomic add with fetch (kernel 5.12+).
 #![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
 #![cfg_attr(target_arch = "bpf", allow(internal_features))]
+// Record fields are read by asm loads with the offset in the instruction (see `field`).
+#![cfg_attr(target_arch = "bpf", feature(asm_experimental_arch))]
 
 #[cfg(target_arch = "bpf")]
 mod programs {
     use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
     use aya_ebpf::{
-        helpers::{bpf_get_current_pid_tgid, bpf_ktime_get_ns},
+        helpers::{
+            bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        },
         macros::{map, tracepoint},
         maps::{Array, PerCpuArray},
         programs::TracePointContext,
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
-        DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIRST_FORKED_PROCESS, HIST_BUCKETS,
-        LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
-        OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, ThreadStart,
-        bucket_index,
+        DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
+        HIST_BUCKETS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
+        OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout,
+        SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, ThreadStart, bucket_index,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
     #[unsafe(no_mangle)]
     static TRACE_ALL: u8 = 0;
+
+    /// Where this kernel's records keep the fields read below; set by the loader before load
+    /// from the tracepoints' format files and BTF (`profiler::bpf::layout`).
+    #[unsafe(no_mangle)]
+    static LAYOUT: RecordLayout = RecordLayout {
+        sys_exit_nr: FIELD_ABSENT,
+        sys_exit_ret: FIELD_ABSENT,
+        newtask_pid: FIELD_ABSENT,
+        newtask_clone_flags: FIELD_ABSENT,
+        process_exit_group_dead: FIELD_ABSENT,
+        task_signal: 0,
+        signal_live: 0,
+        _pad: 0,
+    };
+
+    /// Reads one `LAYOUT` offset. Volatile, so LLVM does not fold the zeros above; the verifier
+    /// still sees a constant, because the loader freezes `.rodata` (BPF_F_RDONLY_PROG).
+    #[inline(always)]
+    fn layout(field: &u32) -> u32 {
+        // SAFETY: a read of an initialised static.
+        unsafe { core::ptr::read_volatile(field) }
+    }
 
     /// Tracked processes: `TRACKED[tgid]` is the process's dense index + 1, or 0. Sized from
     /// `kernel.pid_max` at load.
@@ -111,12 +137,36 @@ mod programs {
         count_drop(DropReason::NoStart);
     }
 
-    /// Reads a field of the tracepoint record directly (the verifier bounds ctx accesses).
+    /// Reads the `SIZE`-byte field at `offset` in the tracepoint record, zero-extended. The
+    /// verifier accepts ctx reads only at an offset written in the instruction, so there is one
+    /// load per position of the record window, each an asm block with its offset in the
+    /// instruction (plain loads were merged by LLVM into one load through a computed pointer,
+    /// which the verifier refuses). `offset` comes from the frozen `LAYOUT`, which the verifier
+    /// knows as a constant: it walks only the load that matches, and a record too short for a
+    /// load that is never taken does not refuse the attach. Anything else reads as zero.
     #[inline(always)]
-    fn field<T: Copy>(ctx: &TracePointContext, offset: usize) -> T {
+    fn field<const SIZE: usize>(ctx: &TracePointContext, offset: u32) -> u64 {
         use aya_ebpf::EbpfContext as _;
-        // SAFETY: offsets come from the tracepoint's format file and lie inside the record.
-        unsafe { core::ptr::read_unaligned(ctx.as_ptr().cast::<u8>().add(offset).cast::<T>()) }
+        let record = ctx.as_ptr();
+        // The window's bounds as literals (seq! takes no constants), checked against the shared ones.
+        const { assert!(RECORD_HEADER == 8 && RECORD_WINDOW == 64) };
+        seq_macro::seq!(AT in 8..64 {
+            if AT % SIZE == 0 && offset == AT {
+                let value: u64;
+                // SAFETY: the loader checked that a SIZE-byte field lies at AT in this record;
+                // the verifier checks it again against the record's size at attach.
+                unsafe {
+                    match SIZE {
+                        1 => core::arch::asm!("{v} = *(u8 *)({r} + {at})", v = out(reg) value, r = in(reg) record, at = const AT, options(readonly, nostack, preserves_flags)),
+                        4 => core::arch::asm!("{v} = *(u32 *)({r} + {at})", v = out(reg) value, r = in(reg) record, at = const AT, options(readonly, nostack, preserves_flags)),
+                        8 => core::arch::asm!("{v} = *(u64 *)({r} + {at})", v = out(reg) value, r = in(reg) record, at = const AT, options(readonly, nostack, preserves_flags)),
+                        _ => return 0,
+                    }
+                }
+                return value;
+            }
+        });
+        0
     }
 
     #[tracepoint]
@@ -152,8 +202,7 @@ mod programs {
         };
         // SAFETY: this thread's own entry.
         let start = unsafe { *start_ptr };
-        // sys_exit_* record: int __syscall_nr at 8, long ret at 16.
-        let nr: i32 = field(&ctx, 8);
+        let nr = field::<4>(&ctx, layout(&LAYOUT.sys_exit_nr)) as u32 as i32;
         if start.start_ns == 0 {
             // Untraced, or traced but its entry was missed (in flight when tracing began).
             if traced_process((pid_tgid >> 32) as u32).is_some() {
@@ -163,7 +212,7 @@ mod programs {
         }
         // SAFETY: as above.
         unsafe { (*start_ptr).start_ns = 0 };
-        let ret: i64 = field(&ctx, 16);
+        let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
         let slot = (entry & 0xffff).wrapping_sub(1);
         if slot >= MAX_SYSCALL_SLOTS as u32 {
@@ -237,9 +286,8 @@ mod programs {
     /// processes need an entry.
     #[tracepoint]
     pub fn task_newtask(ctx: TracePointContext) -> u32 {
-        // task_newtask record: pid_t pid at 8, u64 clone_flags at 32.
-        let child: i32 = field(&ctx, 8);
-        let clone_flags: u64 = field(&ctx, 32);
+        let child = field::<4>(&ctx, layout(&LAYOUT.newtask_pid)) as u32 as i32;
+        let clone_flags = field::<8>(&ctx, layout(&LAYOUT.newtask_clone_flags));
         if clone_flags & CLONE_THREAD != 0 {
             return 0;
         }
@@ -294,9 +342,7 @@ mod programs {
             // SAFETY: the exiting thread's own entry.
             unsafe { (*start).start_ns = 0 };
         }
-        // sched_process_exit record: pid_t pid at 24, bool group_dead at 32.
-        let group_dead: u8 = field(&ctx, 32);
-        if group_dead == 0 {
+        if !group_dead(&ctx) {
             return 0;
         }
         let tgid = (pid_tgid >> 32) as u32;
@@ -310,6 +356,36 @@ mod programs {
             }
         }
         0
+    }
+
+    /// Whether the exiting thread is the last of its process. Kernels 6.16 and later say so in
+    /// the record (`group_dead`). Earlier ones (Debian 12's 6.1, 6.1-rt, the 6.12 LTS) do not,
+    /// but do_exit() has already decremented `current->signal->live` when the tracepoint fires,
+    /// so the process is dead when it reads 0. Two threads exiting together may both read 0 and
+    /// both untrack (harmless); none can read 0 while another thread lives.
+    #[inline(always)]
+    fn group_dead(ctx: &TracePointContext) -> bool {
+        let offset = layout(&LAYOUT.process_exit_group_dead);
+        if offset != FIELD_ABSENT {
+            return field::<1>(ctx, offset) != 0;
+        }
+        // SAFETY: reads of kernel memory through the helper, which fails instead of faulting;
+        // the offsets come from this kernel's BTF.
+        unsafe {
+            let task = bpf_get_current_task() as *const u8;
+            let Ok(signal) = bpf_probe_read_kernel(
+                task.add(layout(&LAYOUT.task_signal) as usize)
+                    .cast::<*const u8>(),
+            ) else {
+                return false;
+            };
+            bpf_probe_read_kernel(
+                signal
+                    .add(layout(&LAYOUT.signal_live) as usize)
+                    .cast::<i32>(),
+            )
+            .is_ok_and(|live| live == 0)
+        }
     }
 
     /// Does nothing: attached in place of the real programs, it measures the floor cost of the

@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     cli::ExportArgs,
     export::{self, ExportData, Measurement, Metadata},
     process::StoppedChild,
@@ -79,6 +79,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         syscalls: options.syscalls.clone(),
         target,
         noop: false,
+        group_exit: GroupExit::Auto,
     };
     let mut session = match Session::start(&config) {
         Ok(s) => s,

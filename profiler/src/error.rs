@@ -20,6 +20,26 @@ pub enum SetupError {
         "this kernel has no syscalls: tracepoints (/sys/kernel/tracing/events/syscalls is missing): it needs CONFIG_FTRACE_SYSCALLS"
     )]
     NoSyscallTracepoints,
+    /// A tracepoint record (or kernel struct) without a field where the programs can read it.
+    #[error(
+        "{tracepoint}: {problem}; this kernel's layout is not supported: please report it with `uname -r`"
+    )]
+    RecordLayout {
+        /// `category:name`, or `BTF`.
+        tracepoint: String,
+        /// What is wrong with it.
+        problem: String,
+    },
+    /// No usable kernel BTF where it is needed.
+    #[error(
+        "this kernel has no usable BTF at /sys/kernel/btf/vmlinux ({0}), which kernels before 6.16 need to see processes exit: use a kernel built with CONFIG_DEBUG_INFO_BTF=y"
+    )]
+    NoBtf(String),
+    /// The bpf() system call does not exist.
+    #[error(
+        "this kernel has no BPF (the bpf() system call is missing): it needs CONFIG_BPF_SYSCALL=y"
+    )]
+    NoBpf,
     /// A syscall name that has no tracepoint on this kernel.
     #[error(
         "unknown syscall '{name}': valid names are the sys_enter_* tracepoints of this kernel, e.g. {examples} (see `ls /sys/kernel/tracing/events/syscalls`)"

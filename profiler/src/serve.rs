@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     export::{ExportData, Measurement, Metadata, prometheus},
 };
 
@@ -104,6 +104,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         syscalls: options.syscalls.clone(),
         target,
         noop: false,
+        group_exit: GroupExit::Auto,
     })?;
     let mut metadata = Metadata::collect("serve");
     let what = if options.all {

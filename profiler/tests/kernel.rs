@@ -4,12 +4,15 @@
 //! test knows exactly which calls they make: nothing from a runtime or the test harness.
 
 use std::{
-    sync::{Mutex, MutexGuard},
+    sync::{
+        Mutex, MutexGuard,
+        atomic::{AtomicU32, Ordering},
+    },
     time::Duration,
 };
 
 use profiler::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 use profiler_common::ErrnoClass;
@@ -83,13 +86,155 @@ impl Child {
 }
 
 fn session(syscalls: &[&str], target: Target) -> Session {
+    session_with(syscalls, target, GroupExit::Auto)
+}
+
+fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Session {
     let syscalls = Syscall::resolve_list(syscalls).expect("syscall names resolve");
     Session::start(&SessionConfig {
         syscalls,
         target,
         noop: false,
+        group_exit,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
+}
+
+/// Starts a thread of the calling (forked, single-threaded) process running `entry(arg)` on a
+/// fresh stack, with raw clone(2) semantics: the thread must leave with `SYS_exit`.
+///
+/// # Safety
+/// `entry` may only make raw libc calls; `arg` must stay valid while it runs.
+unsafe fn spawn_thread(
+    entry: extern "C" fn(*mut libc::c_void) -> libc::c_int,
+    arg: *mut libc::c_void,
+) {
+    const STACK: usize = 256 * 1024;
+    // SAFETY: an anonymous private mapping; the thread owns it until the process exits.
+    unsafe {
+        let stack = libc::mmap(
+            std::ptr::null_mut(),
+            STACK,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_STACK,
+            -1,
+            0,
+        );
+        assert_ne!(stack, libc::MAP_FAILED);
+        let flags = libc::CLONE_VM
+            | libc::CLONE_FS
+            | libc::CLONE_FILES
+            | libc::CLONE_SIGHAND
+            | libc::CLONE_THREAD
+            | libc::CLONE_SYSVSEM;
+        let tid = libc::clone(entry, stack.cast::<u8>().add(STACK).cast(), flags, arg);
+        if tid < 0 {
+            libc::_exit(3);
+        }
+    }
+}
+
+/// Set by a thread of a forked child when it is done (the child's own copy of the flag).
+static THREAD_DONE: AtomicU32 = AtomicU32::new(0);
+
+/// Waits, yielding (an untraced call), until a thread has set [`THREAD_DONE`].
+fn wait_thread_done() {
+    while THREAD_DONE.load(Ordering::Acquire) == 0 {
+        // SAFETY: no preconditions.
+        unsafe { libc::sched_yield() };
+    }
+}
+
+/// A process's first thread exits (alone) before its second thread makes its calls: the
+/// process stays tracked until that last thread exits, then stops being tracked, so a new
+/// process that reuses the pid is not traced. Both ways of seeing the last exit are checked on
+/// every kernel: `group_dead` from the record (6.16+) and `signal->live` through BTF.
+#[test]
+fn a_process_is_tracked_until_its_last_thread_exits_on_both_exit_paths() {
+    let _serial = serial();
+    const N: u64 = 5_000;
+    extern "C" fn second_thread(_: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: raw libc calls only.
+        unsafe {
+            // Let the first thread exit first.
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 50_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+            close_dups(N);
+            libc::syscall(libc::SYS_exit_group, 0);
+        }
+        0
+    }
+    for group_exit in [GroupExit::Auto, GroupExit::TaskSignal] {
+        let mut session = session_with(&["close"], Target::Processes(vec![]), group_exit);
+        let child = Child::stopped(|| {
+            // SAFETY: raw libc calls; the thread leaves with exit_group.
+            unsafe {
+                spawn_thread(second_thread, std::ptr::null_mut());
+                libc::syscall(libc::SYS_exit, 0);
+            }
+        });
+        session.track(child.pid()).unwrap();
+        child.resume();
+        child.join();
+        let snap = snapshot(&session);
+        assert_eq!(
+            snap.syscall("close").unwrap().calls,
+            N,
+            "{group_exit:?}: the closes of the thread that outlived the first were counted"
+        );
+        assert!(
+            !session.is_tracking(child.pid()).unwrap(),
+            "{group_exit:?}: the process is no longer tracked after its last thread exited"
+        );
+    }
+}
+
+/// Two threads of one process pinned to one CPU, 500000 `close(-1)` each: every call is
+/// counted, every error is EBADF. The per-CPU counters are updated without atomics; that is
+/// right because tracepoint programs run with preemption disabled, on PREEMPT_RT too (see
+/// profiler-ebpf), and this is the test that would catch two tasks interleaving on one CPU.
+#[test]
+fn two_threads_on_one_cpu_count_every_close_exactly() {
+    let _serial = serial();
+    const PER_THREAD: u64 = 500_000;
+    extern "C" fn second_thread(_: *mut libc::c_void) -> libc::c_int {
+        // SAFETY: raw libc calls only.
+        unsafe {
+            for _ in 0..PER_THREAD {
+                libc::close(-1);
+            }
+            THREAD_DONE.store(1, Ordering::Release);
+            libc::syscall(libc::SYS_exit, 0);
+        }
+        0
+    }
+    let mut session = session(&["close"], Target::Processes(vec![]));
+    let child = Child::stopped(|| {
+        // SAFETY: raw libc calls only.
+        unsafe {
+            let mut cpus: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(0, &mut cpus);
+            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &cpus);
+            spawn_thread(second_thread, std::ptr::null_mut());
+            for _ in 0..PER_THREAD {
+                libc::close(-1);
+            }
+        }
+        wait_thread_done();
+    });
+    session.track(child.pid()).unwrap();
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.calls, 2 * PER_THREAD, "close calls");
+    assert_eq!(close.errors.get(ErrnoClass::BadFd), 2 * PER_THREAD, "EBADF");
+    assert_eq!(close.errors.total(), 2 * PER_THREAD, "no other errno");
+    assert_eq!(close.latency.total(), 2 * PER_THREAD, "histogram");
+    assert_eq!(snap.dropped.lost(), 0, "dropped: {:?}", snap.dropped);
 }
 
 fn snapshot(session: &Session) -> Snapshot {
@@ -393,6 +538,7 @@ fn nonexistent_pid_is_refused() {
         syscalls,
         target: Target::Processes(vec![999_999_999]),
         noop: false,
+        group_exit: GroupExit::Auto,
     })
     .err()
     .expect("a pid that does not exist is an error")

@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     cli::OverheadArgs,
     report::table::TextTable,
 };
@@ -139,6 +139,7 @@ fn measure_one(
                 syscalls: close.to_vec(),
                 target: Target::Processes(vec![me]),
                 noop: config == Config::Floor,
+                group_exit: GroupExit::Auto,
             })?;
             let ns = dup_close_loop(iterations);
             let programs = session

@@ -30,6 +30,17 @@ pub fn check_privileges() -> Result<(), SetupError> {
     }
 }
 
+/// Fails when the kernel has no bpf() system call at all. An invalid command answers EINVAL
+/// where BPF exists and ENOSYS where it was compiled out.
+pub fn check_bpf() -> Result<(), SetupError> {
+    // SAFETY: a bpf() call with an invalid command and no attribute pointer reads nothing.
+    let rc = unsafe { libc::syscall(libc::SYS_bpf, -1i32, std::ptr::null::<u8>(), 0u32) };
+    if rc < 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ENOSYS) {
+        return Err(SetupError::NoBpf);
+    }
+    Ok(())
+}
+
 /// Makes sure `/sys/kernel/tracing/events/syscalls` exists, mounting tracefs when it is not
 /// mounted (root only).
 pub fn ensure_tracefs() -> Result<(), SetupError> {

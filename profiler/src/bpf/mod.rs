@@ -4,6 +4,7 @@
 //! written into its maps; every syscall shares the same two programs.
 
 pub mod environment;
+pub mod layout;
 pub mod syscall_names;
 
 use std::{collections::BTreeMap, path::Path, time::Duration};
@@ -18,7 +19,10 @@ use profiler_common::{
     MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SyscallSlot,
 };
 
-pub use self::syscall_names::{DEFAULT_SYSCALLS, Syscall};
+pub use self::{
+    layout::GroupExit,
+    syscall_names::{DEFAULT_SYSCALLS, Syscall},
+};
 use crate::{
     error::SetupError,
     stats::{
@@ -51,6 +55,8 @@ pub struct SessionConfig {
     /// Attach the do-nothing programs instead of the real ones (the floor of
     /// `profiler bench overhead`).
     pub noop: bool,
+    /// How the end of a process is detected ([`GroupExit::Auto`] but in tests of the other path).
+    pub group_exit: GroupExit,
 }
 
 /// One load of the kernel programs, attached and counting until dropped.
@@ -94,6 +100,7 @@ impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
         environment::check_privileges()?;
+        environment::check_bpf()?;
         environment::ensure_tracefs()?;
         environment::raise_memlock_limit();
         if config.syscalls.len() > MAX_SYSCALL_SLOTS {
@@ -112,10 +119,13 @@ impl Session {
             }
         }
 
+        let layout = config.group_exit.layout(&config.syscalls)?;
+        log::debug!("record layout of this kernel: {layout:?}");
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
         let mut ebpf = EbpfLoader::new()
             .override_global("TRACE_ALL", &trace_all, true)
+            .override_global("LAYOUT", &layout, true)
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .load(EBPF_OBJECT)
@@ -163,6 +173,16 @@ impl Session {
         })?;
         self.named.push(pid);
         Ok(())
+    }
+
+    /// Whether the kernel programs still count `pid` as tracked: false once its last thread
+    /// has exited.
+    pub fn is_tracking(&self, pid: u32) -> Result<bool, SetupError> {
+        let tracked: Array<&MapData, u32> = self.map("TRACKED")?;
+        let index = tracked
+            .get(&pid, 0)
+            .map_err(|e| SetupError::bpf("reading TRACKED", e))?;
+        Ok(index != 0)
     }
 
     /// Moves kernel-side log records to the `log` crate.

@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::{SyscallTime, SyscallTimer};
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 
@@ -26,6 +26,7 @@ impl KernelSyscallTimer {
             syscalls: Syscall::resolve_list(&["write", "sendto"])?,
             target: Target::Processes(vec![std::process::id()]),
             noop: false,
+            group_exit: GroupExit::Auto,
         })?;
         Ok(Self {
             session,

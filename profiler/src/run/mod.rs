@@ -25,7 +25,7 @@ use self::{
     server::{Server, ServerSpec},
 };
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
     cli::RunArgs,
     export::{self, ExportData, LoadSummary, Measurement, Metadata},
     loadgen::{self, LoadSpec, Stop, Workload},
@@ -442,6 +442,7 @@ fn measure_run(
                 syscalls: options.syscalls.clone(),
                 target: Target::Processes(vec![pid]),
                 noop: false,
+                group_exit: GroupExit::Auto,
             })?;
             *session.borrow_mut() = Some(s);
         }
