@@ -1,4 +1,8 @@
-//! `cargo xtask setup | build-ebpf | run | test`: how syscall-profiler is built, run and tested.
+//! `cargo xtask setup | build-ebpf | run | test | test-kernels`: how syscall-profiler is built,
+//! run and tested.
+
+mod guest;
+mod kernels;
 
 use std::{
     env,
@@ -49,11 +53,42 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// The whole suite: formatting, lints, unit tests and the BPF tests against the real kernel.
+    /// The whole suite: formatting, lints, unit tests, the BPF tests against the running kernel,
+    /// then the kernel matrix (6.1, 6.12, 6.1-rt booted in qemu).
     Test {
+        /// Only the running kernel: leave out the kernel matrix.
+        #[arg(long)]
+        no_kernels: bool,
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// The kernel matrix alone: boots each kernel in qemu (virtme-ng) and runs the real-kernel
+    /// tests, `profiler attach` and `profiler run` inside it.
+    TestKernels {
+        /// Only these kernels of the matrix (6.1, 6.12, 6.1-rt); all by default.
+        #[arg(long = "kernel", value_delimiter = ',')]
+        kernels: Vec<String>,
+    },
+    /// Inside a guest of the kernel matrix: the steps it runs there.
+    #[command(hide = true)]
+    GuestSuite {
+        #[arg(long)]
+        label: String,
+        #[arg(long)]
+        kernel_tests: PathBuf,
+        #[arg(long)]
+        c2c_tests: PathBuf,
+        #[arg(long)]
+        profiler: PathBuf,
+    },
+    /// The guest suite's workload: failing close(-1) calls in this process and its children.
+    #[command(hide = true)]
+    Closer {
+        #[arg(long)]
+        closes: u64,
+        #[arg(long)]
+        children: u64,
     },
 }
 
@@ -93,7 +128,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             run_as_root(&profiler, &args)
         }
-        Task::Test { args } => {
+        Task::Test { no_kernels, args } => {
             require_root("the test suite loads eBPF programs into the kernel")?;
             setup()?;
             install_test_packages()?;
@@ -102,7 +137,41 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let mut test = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
             test.extend(args);
             let refs: Vec<&str> = test.iter().map(String::as_str).collect();
-            cargo(&refs)?;
+            // The matrix runs even when the host suite failed: both results are worth seeing.
+            let host = cargo(&refs);
+            let matrix = if no_kernels {
+                Ok(())
+            } else {
+                kernels::GuestBinaries::build()
+                    .and_then(|binaries| kernels::run_matrix(&[], &binaries))
+            };
+            host.and(matrix)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::TestKernels { kernels: selected } => {
+            require_root("the kernel matrix loads eBPF programs into each guest kernel")?;
+            setup()?;
+            let binaries = kernels::GuestBinaries::build()?;
+            kernels::run_matrix(&selected, &binaries)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::GuestSuite {
+            label,
+            kernel_tests,
+            c2c_tests,
+            profiler,
+        } => {
+            guest::Suite {
+                label,
+                kernel_tests,
+                c2c_tests,
+                profiler,
+            }
+            .run()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::Closer { closes, children } => {
+            guest::closer(closes, children)?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -144,6 +213,21 @@ fn cargo(args: &[&str]) -> Result<()> {
         bail!("`cargo {}` failed ({status})", args.join(" "));
     }
     Ok(())
+}
+
+/// Runs `cargo ARGS` in the workspace root and returns its standard output.
+fn cargo_output(args: &[&str]) -> Result<String> {
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(args)
+        .current_dir(root())
+        .stderr(Stdio::inherit())
+        .output()
+        .with_context(|| format!("running cargo {}", args.join(" ")))?;
+    if !out.status.success() {
+        bail!("`cargo {}` failed ({})", args.join(" "), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 fn output(program: &str, args: &[&str]) -> Option<String> {
@@ -303,14 +387,16 @@ fn install_test_packages() -> Result<()> {
         .filter(|(program, _)| !on_path(program))
         .map(|(_, package)| *package)
         .collect();
-    if missing.is_empty() {
+    apt_install(&missing)
+}
+
+/// `apt-get install` of `packages` (after an update), if there are any.
+fn apt_install(packages: &[&str]) -> Result<()> {
+    if packages.is_empty() {
         return Ok(());
     }
-    require_root(&format!(
-        "installing the test tools ({})",
-        missing.join(" ")
-    ))?;
-    eprintln!("setup: apt-get install {}", missing.join(" "));
+    require_root(&format!("installing {}", packages.join(" ")))?;
+    eprintln!("setup: apt-get install {}", packages.join(" "));
     let update = Command::new("apt-get")
         .args(["update", "-q"])
         .status()
@@ -320,12 +406,12 @@ fn install_test_packages() -> Result<()> {
     }
     let status = Command::new("apt-get")
         .args(["install", "-y", "-q", "--no-install-recommends"])
-        .args(&missing)
+        .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
         .context("running apt-get install")?;
     if !status.success() {
-        bail!("apt-get install {} failed ({status})", missing.join(" "));
+        bail!("apt-get install {} failed ({status})", packages.join(" "));
     }
     Ok(())
 }

@@ -1,0 +1,274 @@
+//! `xtask guest-suite`: what the kernel matrix runs inside each guest, as root: the real-kernel
+//! tests, `profiler attach` counting a forking workload exactly, and a short `profiler run` of
+//! all four servers. Prints one `guest: PASS|FAIL step` line per step; fails if any step failed.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+/// Closes per process in the attach check, and the processes the workload forks.
+const CLOSES: u64 = 20_000;
+const CHILDREN: u64 = 3;
+
+/// Where the guest suite finds what it runs.
+pub struct Suite {
+    /// The matrix's name for this kernel.
+    pub label: String,
+    /// profiler/tests/kernel.rs, built.
+    pub kernel_tests: PathBuf,
+    /// profiler/tests/c2c.rs, built.
+    pub c2c_tests: PathBuf,
+    /// The release profiler.
+    pub profiler: PathBuf,
+}
+
+impl Suite {
+    /// Runs every step, then fails if one failed.
+    pub fn run(&self) -> Result<()> {
+        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        println!("guest: {} kernel {}", self.label, release.trim());
+        let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
+            ("real-kernel tests (profiler/tests/kernel.rs)", &|| {
+                run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1"))
+            }),
+            ("c2c kernel timer (profiler/tests/c2c.rs)", &|| {
+                run_ok(Command::new(&self.c2c_tests).args([
+                    "syscall_mechanisms_get_kernel_timed_send_columns",
+                    "--exact",
+                ]))
+            }),
+            ("profiler attach: exact counts across forks", &|| {
+                self.attach_counts_exactly()
+            }),
+            ("profiler run: lt, et, lt-pure, mp", &|| {
+                self.run_all_variants()
+            }),
+        ];
+        let mut failed = Vec::new();
+        for (name, step) in steps {
+            let started = Instant::now();
+            println!("guest: --- {name}");
+            let result = step();
+            let secs = started.elapsed().as_secs_f64();
+            match result {
+                Ok(()) => println!("guest: PASS {name} ({secs:.0} s)"),
+                Err(e) => {
+                    println!("guest: FAIL {name} ({secs:.0} s): {e:#}");
+                    failed.push(name);
+                }
+            }
+        }
+        if failed.is_empty() {
+            println!("guest: all steps passed on {}", self.label);
+            Ok(())
+        } else {
+            bail!("{} of 4 steps failed on {}", failed.len(), self.label)
+        }
+    }
+
+    /// `profiler attach -- closer`: the workload and its forked children each make exactly
+    /// `CLOSES` failing close(-1) calls (the loader's own closes succeed), so EBADF counts are
+    /// exact, per process and in total, with nothing dropped.
+    fn attach_counts_exactly(&self) -> Result<()> {
+        let json = Path::new("/tmp/guest-attach.json");
+        let xtask = std::env::current_exe()?;
+        let out = output(
+            Command::new(&self.profiler)
+                .args(["attach", "--syscalls", "close", "--export-json"])
+                .arg(json)
+                .arg("--")
+                .arg(xtask)
+                .args(["closer", "--closes", &CLOSES.to_string()])
+                .args(["--children", &CHILDREN.to_string()]),
+        )?;
+        print!("{out}");
+        let export: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(json)
+                .with_context(|| format!("reading {}", json.display()))?,
+        )
+        .context("the attach export is not JSON")?;
+        let measurement = &export["measurements"][0];
+        let close = measurement["syscalls"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "close"))
+            .context("no close in the export")?;
+        let ebadf = close["errors"]["by_errno"]["EBADF"].as_u64().unwrap_or(0);
+        let processes = CHILDREN + 1;
+        if ebadf != CLOSES * processes {
+            bail!("EBADF closes: {ebadf}, expected {}", CLOSES * processes);
+        }
+        let exact: Vec<u64> = measurement["processes"]
+            .as_array()
+            .map(|p| {
+                p.iter()
+                    .filter(|p| p["syscalls"]["close"]["errors"].as_u64() == Some(CLOSES))
+                    .filter_map(|p| p["pid"].as_u64())
+                    .collect()
+            })
+            .unwrap_or_default();
+        if exact.len() as u64 != processes {
+            bail!(
+                "{} processes with exactly {CLOSES} failed closes ({exact:?}), expected {processes}",
+                exact.len()
+            );
+        }
+        let lost = measurement["dropped"]["lost"].as_u64();
+        if lost != Some(0) || close["dropped"].as_u64() != Some(0) {
+            bail!("dropped events: {}", measurement["dropped"]);
+        }
+        Ok(())
+    }
+
+    /// A short `profiler run`: the four variants in the report and `dropped: 0` in every table.
+    fn run_all_variants(&self) -> Result<()> {
+        let out = output(Command::new(&self.profiler).args([
+            "run",
+            "--variants",
+            "lt,et,lt-pure,mp",
+            "--requests",
+            "2000",
+            "--runs",
+            "1",
+        ]))?;
+        print!("{out}");
+        let header = out
+            .lines()
+            .find(|l| l.starts_with("metric "))
+            .context("no side-by-side table in the report")?;
+        let columns: Vec<&str> = header.split_whitespace().skip(1).collect();
+        if columns != ["lt", "et", "lt-pure", "mp"] {
+            bail!("side-by-side columns {columns:?}, expected lt et lt-pure mp");
+        }
+        let drops: Vec<&str> = out.lines().filter(|l| l.starts_with("dropped:")).collect();
+        if drops.is_empty() {
+            bail!("the report has no dropped: line");
+        }
+        if let Some(bad) = drops.iter().find(|l| !l.starts_with("dropped: 0 ")) {
+            bail!("events were dropped: {bad}");
+        }
+        Ok(())
+    }
+}
+
+/// How long one step may take under TCG before the suite reports it hung.
+const STEP_TIMEOUT: Duration = Duration::from_secs(8 * 60);
+
+fn run_ok(command: &mut Command) -> Result<()> {
+    output_of(command, false).map(drop)
+}
+
+/// Runs `command`, fails unless it succeeds, returns its standard output.
+fn output(command: &mut Command) -> Result<String> {
+    output_of(command, true)
+}
+
+/// Runs `command` with a deadline; a hung command is reported with every process's state and
+/// kernel stack (what the guest was waiting on), then killed.
+fn output_of(command: &mut Command, capture: bool) -> Result<String> {
+    command.stdin(Stdio::null()).stderr(Stdio::inherit());
+    command.stdout(if capture {
+        Stdio::piped()
+    } else {
+        Stdio::inherit()
+    });
+    let mut child = command
+        .spawn()
+        .with_context(|| format!("starting {:?}", command.get_program()))?;
+    let reader = child.stdout.take().map(|mut out| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = std::io::Read::read_to_string(&mut out, &mut text);
+            text
+        })
+    });
+    let deadline = Instant::now() + STEP_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if Instant::now() > deadline {
+            dump_processes();
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!(
+                "{:?} hung: no exit within {} min (process states above)",
+                command.get_program(),
+                STEP_TIMEOUT.as_secs() / 60
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let text = reader
+        .map(|r| r.join().unwrap_or_default())
+        .unwrap_or_default();
+    if !status.success() {
+        bail!("{:?} failed ({status}):\n{text}", command.get_program());
+    }
+    Ok(text)
+}
+
+/// Every user process: pid, state, what it waits in, and its kernel stack.
+fn dump_processes() {
+    println!("guest: process states at the timeout:");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let dir = entry.path();
+        let Ok(cmdline) = std::fs::read(dir.join("cmdline")) else {
+            continue;
+        };
+        if cmdline.is_empty() {
+            continue; // a kernel thread
+        }
+        let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+        let status = read("status");
+        let state = status
+            .lines()
+            .find(|l| l.starts_with("State:"))
+            .unwrap_or("");
+        let cmd = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        println!(
+            "guest:   {} {} wchan={} {}",
+            entry.file_name().to_string_lossy(),
+            state,
+            read("wchan"),
+            cmd.trim()
+        );
+        for line in read("stack").lines() {
+            println!("guest:       {line}");
+        }
+    }
+}
+
+unsafe extern "C" {
+    fn close(fd: i32) -> i32;
+}
+
+/// `xtask closer`: `closes` failing close(-1) calls here and in each of `children` copies of
+/// itself, started before its own calls and waited for after them.
+pub fn closer(closes: u64, children: u64) -> Result<()> {
+    let me = std::env::current_exe()?;
+    let spawned: Vec<_> = (0..children)
+        .map(|_| {
+            Command::new(&me)
+                .args(["closer", "--closes", &closes.to_string(), "--children", "0"])
+                .spawn()
+        })
+        .collect::<Result<_, _>>()
+        .context("starting a closer child")?;
+    for _ in 0..closes {
+        // SAFETY: closing an invalid descriptor only fails with EBADF.
+        unsafe { close(-1) };
+    }
+    for mut child in spawned {
+        if !child.wait()?.success() {
+            bail!("a closer child failed");
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,463 @@
+//! The kernel matrix: boots each kernel users run (Debian 12's 6.1, the 6.12 LTS, 6.1 PREEMPT_RT)
+//! in qemu over this machine's root filesystem with virtme-ng, and runs the guest suite
+//! (`xtask guest-suite`, see guest.rs) inside it. The running kernel is tested by the host suite.
+
+use std::{
+    fs,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    thread,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context as _, Result, bail};
+
+use crate::{apt_install, cargo_output, on_path, root};
+
+/// One kernel flavour of the matrix.
+pub struct KernelSpec {
+    /// How the matrix names it.
+    pub label: &'static str,
+    /// The Debian meta-package that installs its newest build.
+    package: &'static str,
+    /// Whether `uname -r` of an installed image is this flavour.
+    matches: fn(&str) -> bool,
+}
+
+/// Debian 12's kernels: its default 6.1, the 6.12 LTS, and 6.1 with PREEMPT_RT.
+pub const MATRIX: &[KernelSpec] = &[
+    KernelSpec {
+        label: "6.1",
+        package: "linux-image-amd64",
+        matches: |v| v.starts_with("6.1.") && v.ends_with("-amd64") && !v.ends_with("-rt-amd64"),
+    },
+    KernelSpec {
+        label: "6.12",
+        package: "linux-image-6.12-amd64",
+        matches: |v| v.starts_with("6.12.") && v.ends_with("-amd64") && !v.ends_with("-rt-amd64"),
+    },
+    KernelSpec {
+        label: "6.1-rt",
+        package: "linux-image-rt-amd64",
+        matches: |v| v.starts_with("6.1.") && v.ends_with("-rt-amd64"),
+    },
+];
+
+/// A guest may take this long, boot included, before it counts as hung (TCG is 10–30× slower).
+const GUEST_TIMEOUT: Duration = Duration::from_secs(20 * 60);
+
+/// The matrix run's outcome for one kernel.
+struct Outcome {
+    label: &'static str,
+    release: String,
+    passed: bool,
+    took: Duration,
+}
+
+/// Runs the guest suite in every kernel of `selected` (labels; empty = all). The paths are the
+/// binaries the guest runs, built on the host.
+pub fn run_matrix(selected: &[String], binaries: &GuestBinaries) -> Result<()> {
+    let specs: Vec<&KernelSpec> = MATRIX
+        .iter()
+        .filter(|k| selected.is_empty() || selected.iter().any(|s| s == k.label))
+        .collect();
+    if specs.is_empty() {
+        let labels: Vec<&str> = MATRIX.iter().map(|k| k.label).collect();
+        bail!(
+            "no kernel of the matrix is named {}: choose from {}",
+            selected.join(","),
+            labels.join(", ")
+        );
+    }
+    ensure_vm_tools()?;
+    let images: Vec<(&KernelSpec, PathBuf, String)> = specs
+        .into_iter()
+        .map(|spec| ensure_kernel(spec).map(|(image, release)| (spec, image, release)))
+        .collect::<Result<_>>()?;
+    let kvm = kvm_boots(&images[0].1);
+    let vng = vng_path()?;
+    let mut outcomes = Vec::new();
+    let logs = root().join("target/kernel-matrix");
+    fs::create_dir_all(&logs)?;
+    for (spec, image, release) in &images {
+        eprintln!(
+            "\n== kernel matrix: {} ({release}), {} ==",
+            spec.label,
+            if kvm { "KVM" } else { "TCG" }
+        );
+        let started = Instant::now();
+        let log = logs.join(format!("{}.log", spec.label));
+        let passed = boot_and_run(&vng, image, kvm, binaries, spec.label, &log)?;
+        outcomes.push(Outcome {
+            label: spec.label,
+            release: release.clone(),
+            passed,
+            took: started.elapsed(),
+        });
+    }
+    eprintln!("\nkernel matrix ({}):", if kvm { "KVM" } else { "TCG" });
+    eprintln!(
+        "  {:<8} {:<28} {:<6} {:>6}",
+        "kernel", "release", "result", "time"
+    );
+    for o in &outcomes {
+        eprintln!(
+            "  {:<8} {:<28} {:<6} {:>5}s",
+            o.label,
+            o.release,
+            if o.passed { "pass" } else { "FAIL" },
+            o.took.as_secs()
+        );
+    }
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.passed)
+        .map(|o| o.label)
+        .collect();
+    if !failed.is_empty() {
+        bail!(
+            "the guest suite failed on {} (logs in {})",
+            failed.join(", "),
+            logs.display()
+        );
+    }
+    Ok(())
+}
+
+/// What the guest runs, all built on the host and seen by the guest through its root filesystem.
+pub struct GuestBinaries {
+    /// This xtask binary (runs `guest-suite` and its `closer` workload).
+    pub xtask: PathBuf,
+    /// profiler/tests/kernel.rs.
+    pub kernel_tests: PathBuf,
+    /// profiler/tests/c2c.rs (its kernel-timer test).
+    pub c2c_tests: PathBuf,
+    /// The release profiler (the servers binary sits next to it).
+    pub profiler: PathBuf,
+}
+
+impl GuestBinaries {
+    /// Builds the release binaries and the real-kernel test binaries.
+    pub fn build() -> Result<Self> {
+        crate::cargo(&["build", "--release", "-p", "profiler", "-p", "servers"])?;
+        let json = cargo_output(&[
+            "test",
+            "-p",
+            "profiler",
+            "--no-run",
+            "--message-format=json",
+        ])?;
+        let test_binary = |name: &str| -> Result<PathBuf> {
+            json.lines()
+                .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+                .filter(|m| m["reason"] == "compiler-artifact")
+                .filter(|m| m["target"]["name"] == name && m["target"]["kind"][0] == "test")
+                .find_map(|m| m["executable"].as_str().map(PathBuf::from))
+                .with_context(|| format!("cargo built no test binary {name}"))
+        };
+        Ok(Self {
+            xtask: std::env::current_exe().context("the xtask binary")?,
+            kernel_tests: test_binary("kernel")?,
+            c2c_tests: test_binary("c2c")?,
+            profiler: root().join("target/release/profiler"),
+        })
+    }
+}
+
+/// qemu, busybox (virtme-ng's guest init needs it) and virtme-ng itself, installed when missing.
+fn ensure_vm_tools() -> Result<()> {
+    let mut missing = Vec::new();
+    if !on_path("qemu-system-x86_64") {
+        missing.push("qemu-system-x86");
+    }
+    if !Path::new("/bin/busybox").is_file() && !on_path("busybox") {
+        missing.push("busybox-static");
+    }
+    apt_install(&missing)?;
+    if vng_path().is_err() {
+        eprintln!("setup: pip install virtme-ng");
+        let pip = |extra: &[&str]| {
+            Command::new("python3")
+                .args(["-m", "pip", "install", "-q", "virtme-ng"])
+                .args(extra)
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        // A Debian python refuses installs outside a venv (PEP 668) unless told otherwise.
+        if !pip(&[]) && !pip(&["--break-system-packages"]) {
+            bail!("`python3 -m pip install virtme-ng` failed: install virtme-ng (PyPI) by hand");
+        }
+        vng_path()?;
+    }
+    Ok(())
+}
+
+/// `vng` on PATH, or in the scripts folder of the python3 that pip installed it for.
+fn vng_path() -> Result<PathBuf> {
+    if let Ok(path) = which("vng") {
+        return Ok(path);
+    }
+    let scripts = Command::new("python3")
+        .args([
+            "-c",
+            "import sysconfig; print(sysconfig.get_path('scripts'))",
+        ])
+        .output()
+        .ok()
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .unwrap_or_default();
+    let candidate = scripts.join("vng");
+    if candidate.is_file() {
+        return Ok(candidate);
+    }
+    bail!("vng (virtme-ng) is not installed")
+}
+
+fn which(program: &str) -> Result<PathBuf> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+        .with_context(|| format!("{program} not on PATH"))
+}
+
+/// The newest installed image of `spec`, installing its meta-package when there is none.
+fn ensure_kernel(spec: &KernelSpec) -> Result<(PathBuf, String)> {
+    if let Some(found) = installed_image(spec) {
+        return Ok(found);
+    }
+    eprintln!(
+        "setup: installing the {} kernel ({})",
+        spec.label, spec.package
+    );
+    apt_install(&[spec.package])?;
+    installed_image(spec).with_context(|| {
+        format!(
+            "{} installed no /boot/vmlinuz-* image of the {} kernel",
+            spec.package, spec.label
+        )
+    })
+}
+
+fn installed_image(spec: &KernelSpec) -> Option<(PathBuf, String)> {
+    let mut releases: Vec<String> = fs::read_dir("/boot")
+        .ok()?
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_prefix("vmlinuz-")
+                .map(str::to_owned)
+        })
+        .filter(|r| (spec.matches)(r) && Path::new("/lib/modules").join(r).is_dir())
+        .collect();
+    releases.sort_by_key(|r| version_key(r));
+    let release = releases.pop()?;
+    Some((PathBuf::from(format!("/boot/vmlinuz-{release}")), release))
+}
+
+/// "6.1.0-57-amd64" → [6, 1, 0, 57]: the numbers in order, for sorting by version.
+fn version_key(release: &str) -> Vec<u64> {
+    release
+        .split(|c: char| !c.is_ascii_digit())
+        .filter_map(|n| n.parse().ok())
+        .collect()
+}
+
+/// Whether a KVM guest really boots here: /dev/kvm can exist while nested guests do not (seen:
+/// "failed to set MSR 0x10a" with `-cpu host`). A kernel that gets as far as looking for its
+/// root filesystem has booted; 20 s is ample under KVM.
+fn kvm_boots(image: &Path) -> bool {
+    if !Path::new("/dev/kvm").exists() {
+        eprintln!("kernel matrix: no /dev/kvm: guests run under TCG (emulation, 10-30x slower)");
+        return false;
+    }
+    let child = Command::new("qemu-system-x86_64")
+        .args([
+            "-machine",
+            "accel=kvm",
+            "-cpu",
+            "host",
+            "-m",
+            "512M",
+            "-smp",
+            "1",
+        ])
+        .args([
+            "-display",
+            "none",
+            "-nodefaults",
+            "-no-reboot",
+            "-serial",
+            "stdio",
+        ])
+        .arg("-kernel")
+        .arg(image)
+        .args(["-append", "console=ttyS0 panic=-1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn();
+    let Ok(child) = child else {
+        eprintln!("kernel matrix: qemu did not start: guests run under TCG");
+        return false;
+    };
+    let (output, _) = wait_output(child, Duration::from_secs(20));
+    let booted = output.contains("VFS:") || output.contains("Kernel panic");
+    if booted {
+        eprintln!("kernel matrix: KVM boots a guest here: guests run under KVM");
+    } else {
+        let why = output
+            .lines()
+            .find(|l| l.contains("qemu") || l.contains("KVM") || l.contains("kvm"))
+            .unwrap_or("no boot within 20 s");
+        eprintln!(
+            "kernel matrix: /dev/kvm exists but a KVM guest does not boot ({}): guests run under TCG (emulation, 10-30x slower)",
+            why.trim()
+        );
+    }
+    booted
+}
+
+/// Waits for `child` at most `timeout`, killing it then; returns its stdout and stderr.
+fn wait_output(mut child: std::process::Child, timeout: Duration) -> (String, bool) {
+    let mut stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    let reader = thread::spawn(move || {
+        use std::io::Read as _;
+        let mut text = String::new();
+        if let Some(out) = stdout.as_mut() {
+            let _ = out.read_to_string(&mut text);
+        }
+        if let Some(err) = stderr.as_mut() {
+            let _ = err.read_to_string(&mut text);
+        }
+        text
+    });
+    let deadline = Instant::now() + timeout;
+    let mut exited = false;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            exited = true;
+            break;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    if !exited {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    (reader.join().unwrap_or_default(), exited)
+}
+
+/// Boots `image` and runs the guest suite in it; its output goes to the terminal and to `log`.
+fn boot_and_run(
+    vng: &Path,
+    image: &Path,
+    kvm: bool,
+    binaries: &GuestBinaries,
+    label: &str,
+    log: &Path,
+) -> Result<bool> {
+    let mut command = Command::new(vng);
+    if !kvm {
+        command.arg("--disable-kvm");
+    }
+    command
+        .args([
+            "--cpus", "2", "--memory", "2G", "--user", "root", "--cwd", "/tmp",
+        ])
+        .arg("--run")
+        .arg(image)
+        .arg("--")
+        .arg(&binaries.xtask)
+        .arg("guest-suite")
+        .arg("--label")
+        .arg(label)
+        .arg("--kernel-tests")
+        .arg(&binaries.kernel_tests)
+        .arg("--c2c-tests")
+        .arg(&binaries.c2c_tests)
+        .arg("--profiler")
+        .arg(&binaries.profiler)
+        .current_dir(root());
+    // The guest's output reaches both the terminal and the log, line by line as it comes.
+    let log_file = fs::File::create(log).with_context(|| format!("creating {}", log.display()))?;
+    let tee = |source: Box<dyn std::io::Read + Send>, mut file: fs::File| {
+        let prefix = format!("  [{label}] ");
+        thread::spawn(move || {
+            use std::io::{BufRead as _, Write as _};
+            for line in std::io::BufReader::new(source)
+                .lines()
+                .map_while(Result::ok)
+            {
+                eprintln!("{prefix}{line}");
+                let _ = writeln!(file, "{line}");
+            }
+        })
+    };
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("starting {}", vng.display()))?;
+    let out = tee(
+        Box::new(child.stdout.take().expect("piped")),
+        log_file.try_clone()?,
+    );
+    let err = tee(Box::new(child.stderr.take().expect("piped")), log_file);
+    let deadline = Instant::now() + GUEST_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break Some(status);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        thread::sleep(Duration::from_millis(200));
+    };
+    let _ = out.join();
+    let _ = err.join();
+    match status {
+        Some(status) if status.success() => Ok(true),
+        Some(status) => {
+            eprintln!("kernel matrix: {label}: the guest suite failed ({status})");
+            Ok(false)
+        }
+        None => {
+            eprintln!(
+                "kernel matrix: {label}: no result within {} min: killed",
+                GUEST_TIMEOUT.as_secs() / 60
+            );
+            Ok(false)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn releases_sort_by_their_numbers_and_flavours_do_not_mix() {
+        let mut releases = ["6.1.0-9-amd64", "6.1.0-57-amd64", "6.1.0-50-amd64"];
+        releases.sort_by_key(|r| version_key(r));
+        assert_eq!(releases.last(), Some(&"6.1.0-57-amd64"));
+        let flavour = |r: &str| {
+            MATRIX
+                .iter()
+                .filter(|k| (k.matches)(r))
+                .map(|k| k.label)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(flavour("6.1.0-57-amd64"), ["6.1"]);
+        assert_eq!(flavour("6.1.0-57-rt-amd64"), ["6.1-rt"]);
+        assert_eq!(flavour("6.12.118+deb12-amd64"), ["6.12"]);
+        assert!(flavour("6.12.118+deb12-rt-amd64").is_empty());
+        assert!(flavour("6.18.44-fc-v1147").is_empty());
+    }
+}
