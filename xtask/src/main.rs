@@ -53,12 +53,12 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
-    /// The whole suite: formatting, lints, unit tests, the BPF tests against the running kernel,
-    /// then the kernel matrix (6.1, 6.12, 6.1-rt booted in qemu).
+    /// The whole suite: formatting, lints, unit tests, the BPF tests against the running kernel;
+    /// with --kernels, then the kernel matrix (6.1, 6.12, 6.1-rt booted in qemu).
     Test {
-        /// Only the running kernel: leave out the kernel matrix.
+        /// Also run the kernel matrix (not yet in CI: a guest hangs now and then under TCG).
         #[arg(long)]
-        no_kernels: bool,
+        kernels: bool,
         /// Extra arguments for `cargo test` (e.g. a test name filter).
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -128,7 +128,10 @@ fn run(cli: Cli) -> Result<ExitCode> {
             };
             run_as_root(&profiler, &args)
         }
-        Task::Test { no_kernels, args } => {
+        Task::Test {
+            kernels: with_kernels,
+            args,
+        } => {
             require_root("the test suite loads eBPF programs into the kernel")?;
             setup()?;
             install_test_packages()?;
@@ -139,7 +142,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let refs: Vec<&str> = test.iter().map(String::as_str).collect();
             // The matrix runs even when the host suite failed: both results are worth seeing.
             let host = cargo(&refs);
-            let matrix = if no_kernels {
+            let matrix = if !with_kernels {
                 Ok(())
             } else {
                 kernels::GuestBinaries::build()
