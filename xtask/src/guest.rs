@@ -185,22 +185,12 @@ fn output_of(command: &mut Command, capture: bool) -> Result<String> {
             text
         })
     });
-    let deadline = Instant::now() + STEP_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break status;
-        }
-        if Instant::now() > deadline {
-            dump_processes();
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!(
-                "{:?} hung: no exit within {} min (process states above)",
-                command.get_program(),
-                STEP_TIMEOUT.as_secs() / 60
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
+    let Some(status) = crate::wait_or_kill(&mut child, STEP_TIMEOUT, dump_processes)? else {
+        bail!(
+            "{:?} hung: no exit within {} min (process states above)",
+            command.get_program(),
+            STEP_TIMEOUT.as_secs() / 60
+        );
     };
     let text = reader
         .map(|r| r.join().unwrap_or_default())

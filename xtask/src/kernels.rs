@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use crate::{apt_install, cargo_output, on_path, root};
+use crate::{apt_install, cargo_output, on_path, root, wait_or_kill, which};
 
 /// One kernel flavour of the matrix.
 pub struct KernelSpec {
@@ -195,7 +195,7 @@ fn ensure_vm_tools() -> Result<()> {
 
 /// `vng` on PATH, or in the scripts folder of the python3 that pip installed it for.
 fn vng_path() -> Result<PathBuf> {
-    if let Ok(path) = which("vng") {
+    if let Some(path) = which("vng") {
         return Ok(path);
     }
     let scripts = Command::new("python3")
@@ -212,15 +212,6 @@ fn vng_path() -> Result<PathBuf> {
         return Ok(candidate);
     }
     bail!("vng (virtme-ng) is not installed")
-}
-
-fn which(program: &str) -> Result<PathBuf> {
-    std::env::var_os("PATH")
-        .into_iter()
-        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
-        .map(|d| d.join(program))
-        .find(|p| p.is_file())
-        .with_context(|| format!("{program} not on PATH"))
 }
 
 /// The newest installed image of `spec`, installing its meta-package when there is none.
@@ -304,7 +295,7 @@ fn kvm_boots(image: &Path) -> bool {
         eprintln!("kernel matrix: qemu did not start: guests run under TCG");
         return false;
     };
-    let (output, _) = wait_output(child, Duration::from_secs(20));
+    let output = wait_output(child, Duration::from_secs(20));
     let booted = output.contains("VFS:") || output.contains("Kernel panic");
     if booted {
         eprintln!("kernel matrix: KVM boots a guest here: guests run under KVM");
@@ -322,7 +313,7 @@ fn kvm_boots(image: &Path) -> bool {
 }
 
 /// Waits for `child` at most `timeout`, killing it then; returns its stdout and stderr.
-fn wait_output(mut child: std::process::Child, timeout: Duration) -> (String, bool) {
+fn wait_output(mut child: std::process::Child, timeout: Duration) -> String {
     let mut stdout = child.stdout.take();
     let mut stderr = child.stderr.take();
     let reader = thread::spawn(move || {
@@ -336,20 +327,8 @@ fn wait_output(mut child: std::process::Child, timeout: Duration) -> (String, bo
         }
         text
     });
-    let deadline = Instant::now() + timeout;
-    let mut exited = false;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            exited = true;
-            break;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    if !exited {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    (reader.join().unwrap_or_default(), exited)
+    let _ = wait_or_kill(&mut child, timeout, || {});
+    reader.join().unwrap_or_default()
 }
 
 /// Boots `image` and runs the guest suite in it; its output goes to the terminal and to `log`.
@@ -409,18 +388,7 @@ fn boot_and_run(
         log_file.try_clone()?,
     );
     let err = tee(Box::new(child.stderr.take().expect("piped")), log_file);
-    let deadline = Instant::now() + GUEST_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait()? {
-            break Some(status);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            break None;
-        }
-        thread::sleep(Duration::from_millis(200));
-    };
+    let status = wait_or_kill(&mut child, GUEST_TIMEOUT, || {})?;
     let _ = out.join();
     let _ = err.join();
     match status {

@@ -380,8 +380,36 @@ fn cargo_home() -> PathBuf {
 }
 
 fn on_path(program: &str) -> bool {
-    env::var_os("PATH").is_some_and(|p| env::split_paths(&p).any(|d| d.join(program).is_file()))
-        || Path::new("/usr/sbin").join(program).is_file()
+    which(program).is_some() || Path::new("/usr/sbin").join(program).is_file()
+}
+
+/// `program`'s path in a folder of PATH.
+fn which(program: &str) -> Option<PathBuf> {
+    env::split_paths(&env::var_os("PATH")?)
+        .map(|d| d.join(program))
+        .find(|p| p.is_file())
+}
+
+/// Waits for `child` at most `timeout`. A child still running then is killed, after
+/// `before_kill` (which can record what it was doing), and `None` is returned.
+fn wait_or_kill(
+    child: &mut std::process::Child,
+    timeout: std::time::Duration,
+    before_kill: impl FnOnce(),
+) -> Result<Option<std::process::ExitStatus>> {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait()? {
+            return Ok(Some(status));
+        }
+        if std::time::Instant::now() > deadline {
+            before_kill();
+            let _ = child.kill();
+            let _ = child.wait();
+            return Ok(None);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
 }
 
 fn install_test_packages() -> Result<()> {
