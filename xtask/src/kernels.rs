@@ -165,16 +165,20 @@ impl GuestBinaries {
     }
 }
 
-/// qemu, busybox (virtme-ng's guest init needs it) and virtme-ng itself, installed when missing.
+/// The oldest qemu the matrix has run clean under TCG. Debian 12's own qemu, 7.2, freezes a guest
+/// now and then: after the kernel patches a static key back to a NOP (a tracepoint's last program
+/// detached), a vCPU keeps executing the stale int3 from its translated code, and the kprobe int3
+/// handler, seeing the NOP in memory, re-executes it forever (read off a frozen 6.1 guest with
+/// qemu's gdbstub: both vCPUs looping on int3 at do_exit+0x346, memory holding `0f 1f 44 00 00`).
+const QEMU_TESTED: (u32, u32) = (10, 0);
+
+/// qemu (new enough, see `QEMU_TESTED`), busybox (virtme-ng's guest init needs it) and virtme-ng
+/// itself, installed when missing.
 fn ensure_vm_tools() -> Result<()> {
-    let mut missing = Vec::new();
-    if !on_path("qemu-system-x86_64") {
-        missing.push("qemu-system-x86");
-    }
+    ensure_qemu()?;
     if !Path::new("/bin/busybox").is_file() && !on_path("busybox") {
-        missing.push("busybox-static");
+        apt_install(&["busybox-static"])?;
     }
-    apt_install(&missing)?;
     if vng_path().is_err() {
         eprintln!("setup: pip install virtme-ng");
         let pip = |extra: &[&str]| {
@@ -191,6 +195,78 @@ fn ensure_vm_tools() -> Result<()> {
         vng_path()?;
     }
     Ok(())
+}
+
+/// A qemu-system-x86_64 of at least `QEMU_TESTED`: on Debian 12 from bookworm-backports (its
+/// source added when missing); elsewhere an older qemu is used with a warning.
+fn ensure_qemu() -> Result<()> {
+    let version = qemu_version();
+    if version.is_some_and(|v| v >= QEMU_TESTED) {
+        return Ok(());
+    }
+    let bookworm = fs::read_to_string("/etc/os-release")
+        .is_ok_and(|s| s.lines().any(|l| l == "VERSION_CODENAME=bookworm"));
+    if bookworm {
+        let list = Path::new("/etc/apt/sources.list.d/bookworm-backports.list");
+        if !backports_configured() {
+            crate::require_root("adding bookworm-backports")?;
+            eprintln!(
+                "setup: adding bookworm-backports to apt's sources ({}) for qemu {}.{}",
+                list.display(),
+                QEMU_TESTED.0,
+                QEMU_TESTED.1
+            );
+            fs::write(
+                list,
+                "deb http://deb.debian.org/debian bookworm-backports main\n",
+            )
+            .with_context(|| format!("writing {}", list.display()))?;
+        }
+        crate::apt_install_from(Some("bookworm-backports"), &["qemu-system-x86"])?;
+    } else if version.is_none() {
+        apt_install(&["qemu-system-x86"])?;
+    }
+    match qemu_version() {
+        Some(v) if v >= QEMU_TESTED => {}
+        Some((major, minor)) => eprintln!(
+            "kernel matrix: warning: qemu {major}.{minor} is older than {}.{}, the oldest run clean here (7.2 freezes guests under TCG now and then)",
+            QEMU_TESTED.0, QEMU_TESTED.1
+        ),
+        None => {
+            bail!("qemu-system-x86_64 is not installed: install qemu (package qemu-system-x86)")
+        }
+    }
+    Ok(())
+}
+
+/// Whether apt already has a bookworm-backports source, in any list file.
+fn backports_configured() -> bool {
+    let mut files = vec![PathBuf::from("/etc/apt/sources.list")];
+    if let Ok(dir) = fs::read_dir("/etc/apt/sources.list.d") {
+        files.extend(dir.flatten().map(|e| e.path()));
+    }
+    files.iter().any(|f| {
+        fs::read_to_string(f).is_ok_and(|s| {
+            s.lines()
+                .any(|l| !l.trim_start().starts_with('#') && l.contains("bookworm-backports"))
+        })
+    })
+}
+
+/// `qemu-system-x86_64 --version` as (major, minor).
+fn qemu_version() -> Option<(u32, u32)> {
+    let out = Command::new("qemu-system-x86_64")
+        .arg("--version")
+        .output()
+        .ok()?;
+    parse_qemu_version(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// "QEMU emulator version 7.2.22 (Debian ...)" → (7, 2).
+fn parse_qemu_version(text: &str) -> Option<(u32, u32)> {
+    let version = text.split("version ").nth(1)?.split_whitespace().next()?;
+    let mut parts = version.split('.').map(|n| n.parse::<u32>().ok());
+    Some((parts.next()??, parts.next()??))
 }
 
 /// `vng` on PATH, or in the scripts folder of the python3 that pip installed it for.
@@ -410,6 +486,17 @@ fn boot_and_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn qemu_versions_are_read_off_its_banner() {
+        let debian = "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)\nCopyright";
+        assert_eq!(parse_qemu_version(debian), Some((7, 2)));
+        let backports = "QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1)";
+        assert_eq!(parse_qemu_version(backports), Some((10, 0)));
+        assert!(parse_qemu_version(backports).unwrap() >= QEMU_TESTED);
+        assert!(parse_qemu_version(debian).unwrap() < QEMU_TESTED);
+        assert_eq!(parse_qemu_version("qemu: command not found"), None);
+    }
 
     #[test]
     fn releases_sort_by_their_numbers_and_flavours_do_not_mix() {

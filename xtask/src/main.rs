@@ -423,11 +423,21 @@ fn install_test_packages() -> Result<()> {
 
 /// `apt-get install` of `packages` (after an update), if there are any.
 fn apt_install(packages: &[&str]) -> Result<()> {
+    apt_install_from(None, packages)
+}
+
+/// `apt-get install` of `packages`, from the suite `release` (e.g. bookworm-backports) if given.
+fn apt_install_from(release: Option<&str>, packages: &[&str]) -> Result<()> {
     if packages.is_empty() {
         return Ok(());
     }
     require_root(&format!("installing {}", packages.join(" ")))?;
-    eprintln!("setup: apt-get install {}", packages.join(" "));
+    let from: Vec<&str> = release.map(|r| vec!["-t", r]).unwrap_or_default();
+    eprintln!(
+        "setup: apt-get install {}{}",
+        from.iter().map(|a| format!("{a} ")).collect::<String>(),
+        packages.join(" ")
+    );
     let update = Command::new("apt-get")
         .args(["update", "-q"])
         .status()
@@ -437,6 +447,7 @@ fn apt_install(packages: &[&str]) -> Result<()> {
     }
     let status = Command::new("apt-get")
         .args(["install", "-y", "-q", "--no-install-recommends"])
+        .args(&from)
         .args(packages)
         .env("DEBIAN_FRONTEND", "noninteractive")
         .status()
