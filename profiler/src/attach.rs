@@ -13,7 +13,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     cli::ExportArgs,
     export::{self, ExportData, Measurement, Metadata},
     process::StoppedChild,
@@ -78,7 +78,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let config = SessionConfig {
         syscalls: options.syscalls.clone(),
         target,
-        noop: false,
+        programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
     };
     let mut session = match Session::start(&config) {

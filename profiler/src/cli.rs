@@ -259,8 +259,9 @@ pub struct OverheadArgs {
     /// dup()+close() iterations per measurement.
     #[arg(long, default_value_t = 400_000, value_parser = clap::value_parser!(u64).range(1000..))]
     pub iterations: u64,
-    /// Rounds; each round measures every configuration once, in turn.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=100))]
+    /// Rounds; each round measures every configuration once, in turn (the targets are judged
+    /// over at least 9).
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=100))]
     pub rounds: u32,
     /// Skip the bpftrace comparison even when bpftrace is installed.
     #[arg(long)]

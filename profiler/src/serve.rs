@@ -19,7 +19,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     export::{ExportData, Measurement, Metadata, prometheus},
 };
 
@@ -103,7 +103,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     let session = Session::start(&SessionConfig {
         syscalls: options.syscalls.clone(),
         target,
-        noop: false,
+        programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
     })?;
     let mut metadata = Metadata::collect("serve");

@@ -12,7 +12,7 @@ use std::{
 };
 
 use profiler::{
-    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 use profiler_common::ErrnoClass;
@@ -94,7 +94,7 @@ fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Ses
     Session::start(&SessionConfig {
         syscalls,
         target,
-        noop: false,
+        programs: Programs::Profiler,
         group_exit,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
@@ -547,7 +547,7 @@ fn nonexistent_pid_is_refused() {
     let err = Session::start(&SessionConfig {
         syscalls,
         target: Target::Processes(vec![999_999_999]),
-        noop: false,
+        programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
     })
     .err()
@@ -579,4 +579,92 @@ fn reset_starts_the_counts_from_nothing() {
     assert_eq!(close.calls, 250);
     assert_eq!(close.latency.total(), 250);
     assert_eq!(snap.process(child.pid()).unwrap().syscalls[0].calls, 250);
+}
+
+/// The limits `profiler bench overhead` measures the profiler against load and attach on both
+/// attach points (per-syscall tracepoints and raw sys_enter/sys_exit), and the minimal timers
+/// really time: their total grows with the closes of a workload, the empty pairs' stays 0.
+#[test]
+fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
+    use profiler::bpf::AttachPoint;
+    let _serial = serial();
+    let close = Syscall::resolve_list(&["close"]).expect("close resolves");
+    for programs in [
+        Programs::Empty(AttachPoint::Tracepoint),
+        Programs::Empty(AttachPoint::RawTracepoint),
+        Programs::MinimalTimer(AttachPoint::Tracepoint),
+        Programs::MinimalTimer(AttachPoint::RawTracepoint),
+    ] {
+        let child = Child::stopped(|| {
+            for _ in 0..1000 {
+                // SAFETY: closing an invalid descriptor only fails with EBADF.
+                unsafe { libc::close(-1) };
+            }
+        });
+        let session = Session::start(&SessionConfig {
+            syscalls: close.clone(),
+            target: Target::Processes(vec![child.pid()]),
+            programs,
+            group_exit: GroupExit::Auto,
+        })
+        .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
+        child.resume();
+        child.join();
+        let total = session.timer_total_ns().expect("reading the timer total");
+        match programs {
+            Programs::MinimalTimer(_) => assert!(
+                total >= 1000,
+                "{programs:?} timed {total} ns over 1000 closes"
+            ),
+            _ => assert_eq!(total, 0, "{programs:?} has no timer"),
+        }
+    }
+}
+
+/// The six syscalls whose tracepoints the kernel names differently from the syscall table
+/// (newfstat for fstat, sendfile64 for sendfile, umount for umount2, ...) resolve under either
+/// spelling, to the same number, and are timed: a child's fstat calls are all counted.
+#[test]
+fn syscalls_with_kernel_spellings_resolve_both_ways_and_are_timed() {
+    let _serial = serial();
+    let _ = session(&["close"], Target::All); // makes sure tracefs is mounted
+    for (table, kernel, nr) in [
+        ("fstat", "newfstat", libc::SYS_fstat),
+        ("stat", "newstat", libc::SYS_stat),
+        ("lstat", "newlstat", libc::SYS_lstat),
+        ("uname", "newuname", libc::SYS_uname),
+        ("sendfile", "sendfile64", libc::SYS_sendfile),
+        ("umount2", "umount", libc::SYS_umount2),
+    ] {
+        for name in [table, kernel] {
+            let syscall = Syscall::resolve(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(i64::from(syscall.nr), nr, "{name}");
+            assert_eq!(syscall.tracepoint, kernel, "{name}");
+        }
+    }
+    let both = Syscall::resolve_list(&["fstat", "newfstat"]).unwrap();
+    assert_eq!(
+        both.len(),
+        1,
+        "two spellings of one syscall are one: {both:?}"
+    );
+
+    const N: u64 = 1000;
+    let child = Child::stopped(|| {
+        // SAFETY: fstat of stdin into a zeroed buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        for _ in 0..N {
+            // SAFETY: as above; the raw syscall, so libc cannot pick statx or fstatat instead.
+            unsafe { libc::syscall(libc::SYS_fstat, 0, &mut st) };
+        }
+    });
+    let session = session(&["fstat"], Target::Processes(vec![child.pid()]));
+    child.resume();
+    child.join();
+    let snap = snapshot(&session);
+    assert_eq!(
+        snap.syscall("fstat").map(|s| s.calls),
+        Some(N),
+        "fstat calls"
+    );
 }

@@ -123,7 +123,7 @@ impl GroupExit {
         // Every sys_exit_* record is `struct syscall_trace_exit`; check each one all the same, as
         // the exit program reads them all with one pair of offsets.
         for (i, syscall) in syscalls.iter().enumerate() {
-            let name = format!("sys_exit_{}", syscall.name);
+            let name = format!("sys_exit_{}", syscall.tracepoint);
             let tracepoint = format!("syscalls:{name}");
             let fields = record_fields("syscalls", &name)?;
             let nr = required(&fields, &tracepoint, "__syscall_nr", 4)?;
@@ -133,7 +133,7 @@ impl GroupExit {
                     tracepoint,
                     problem: format!(
                         "__syscall_nr at {nr} and ret at {ret} differ from sys_exit_{} ({} and {})",
-                        syscalls[0].name, layout.sys_exit_nr, layout.sys_exit_ret
+                        syscalls[0].tracepoint, layout.sys_exit_nr, layout.sys_exit_ret
                     ),
                 });
             }

@@ -12,7 +12,10 @@ use std::{collections::BTreeMap, path::Path, time::Duration};
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray},
-    programs::{ProgramError, TracePoint, trace_point::TracePointLinkId},
+    programs::{
+        ProgramError, RawTracePoint, TracePoint, raw_trace_point::RawTracePointLinkId,
+        trace_point::TracePointLinkId,
+    },
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
@@ -52,11 +55,37 @@ pub struct SessionConfig {
     pub syscalls: Vec<Syscall>,
     /// Processes to time.
     pub target: Target,
-    /// Attach the do-nothing programs instead of the real ones (the floor of
-    /// `profiler bench overhead`).
-    pub noop: bool,
+    /// The profiler's programs, or one of the limits `profiler bench overhead` measures it against.
+    pub programs: Programs,
     /// How the end of a process is detected ([`GroupExit::Auto`] but in tests of the other path).
     pub group_exit: GroupExit,
+}
+
+/// Which programs a [`Session`] attaches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Programs {
+    /// The profiler's own, on the chosen syscalls' tracepoints.
+    Profiler,
+    /// Do-nothing programs: the attach point's own cost (`profiler bench overhead`).
+    Empty(AttachPoint),
+    /// The least any syscall timer must do: a clock read at entry stored per thread, a clock
+    /// read at exit, the difference added to one per-CPU counter (`profiler bench overhead`).
+    MinimalTimer(AttachPoint),
+}
+
+/// Where syscall programs attach.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachPoint {
+    /// `syscalls:sys_enter_NAME` / `sys_exit_NAME`, one pair per syscall.
+    Tracepoint,
+    /// The raw `sys_enter` / `sys_exit` tracepoints: one pair for every syscall of every process.
+    RawTracepoint,
+}
+
+/// One attachment, kept so `Drop` can detach it.
+enum LinkId {
+    Tracepoint(TracePointLinkId),
+    Raw(RawTracePointLinkId),
 }
 
 /// One load of the kernel programs, attached and counting until dropped.
@@ -70,7 +99,7 @@ pub struct Session {
     first_named: u32,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Every attachment, so `Drop` can detach them in parallel.
-    links: Vec<(String, TracePointLinkId)>,
+    links: Vec<(String, LinkId)>,
 }
 
 impl Drop for Session {
@@ -78,12 +107,24 @@ impl Drop for Session {
     /// that is seconds for the default set. Grace periods overlap when the detaches run
     /// concurrently, so each link is dropped on its own thread.
     fn drop(&mut self) {
-        let mut taken = Vec::new();
+        let mut taken: Vec<Box<dyn Send>> = Vec::new();
         for (name, id) in self.links.drain(..) {
-            let program: Option<&mut TracePoint> =
-                self.ebpf.program_mut(&name).and_then(|p| p.try_into().ok());
-            if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
-                taken.push(link);
+            let Some(program) = self.ebpf.program_mut(&name) else {
+                continue;
+            };
+            match id {
+                LinkId::Tracepoint(id) => {
+                    let program: Option<&mut TracePoint> = program.try_into().ok();
+                    if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
+                        taken.push(Box::new(link));
+                    }
+                }
+                LinkId::Raw(id) => {
+                    let program: Option<&mut RawTracePoint> = program.try_into().ok();
+                    if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
+                        taken.push(Box::new(link));
+                    }
+                }
             }
         }
         let threads: Vec<_> = taken
@@ -123,11 +164,18 @@ impl Session {
         log::debug!("record layout of this kernel: {layout:?}");
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
+        // The raw minimal timer times the first syscall of the set.
+        let raw_timed_nr = config
+            .syscalls
+            .first()
+            .map_or(u64::MAX, |s| u64::from(s.nr));
         let mut ebpf = EbpfLoader::new()
             .override_global("TRACE_ALL", &trace_all, true)
             .override_global("LAYOUT", &layout, true)
+            .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
+            .map_max_entries("TIMER_START", pid_max)
             .load(EBPF_OBJECT)
             .map_err(|e| SetupError::bpf("loading the eBPF object", e))?;
         // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
@@ -145,7 +193,7 @@ impl Session {
         for pid in initial {
             session.track(pid)?;
         }
-        session.attach(config.noop)?;
+        session.attach(config.programs)?;
         Ok(session)
     }
 
@@ -407,6 +455,15 @@ impl Session {
         Ok(out)
     }
 
+    /// The minimal timer's total over every CPU (`Programs::MinimalTimer`; 0 otherwise).
+    pub fn timer_total_ns(&self) -> Result<u64, SetupError> {
+        let total: PerCpuArray<&MapData, u64> = self.map("TIMER_TOTAL")?;
+        let values = total
+            .get(&0, 0)
+            .map_err(|e| SetupError::bpf("reading TIMER_TOTAL", e))?;
+        Ok(values.iter().sum())
+    }
+
     /// Per attached program: (name, runs, total run time) as the kernel counts them while
     /// `kernel.bpf_stats_enabled` is 1 (zeros otherwise). Used by `profiler bench overhead`.
     #[must_use]
@@ -416,8 +473,7 @@ impl Session {
         names
             .into_iter()
             .filter_map(|name| {
-                let program: &TracePoint = self.ebpf.program(name)?.try_into().ok()?;
-                let info = program.info().ok()?;
+                let info = self.ebpf.program(name)?.info().ok()?;
                 Some((name.to_owned(), info.run_count(), info.run_time()))
             })
             .collect()
@@ -446,23 +502,42 @@ impl Session {
         Ok(())
     }
 
-    fn attach(&mut self, noop: bool) -> Result<(), SetupError> {
-        let (enter, exit) = if noop {
-            ("noop", "noop")
-        } else {
-            ("syscall_enter", "syscall_exit")
+    fn attach(&mut self, programs: Programs) -> Result<(), SetupError> {
+        let (enter, exit, point) = match programs {
+            Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
+            Programs::Empty(AttachPoint::Tracepoint) => ("noop", "noop", AttachPoint::Tracepoint),
+            Programs::Empty(AttachPoint::RawTracepoint) => {
+                ("raw_noop", "raw_noop", AttachPoint::RawTracepoint)
+            }
+            Programs::MinimalTimer(AttachPoint::Tracepoint) => {
+                ("timer_enter", "timer_exit", AttachPoint::Tracepoint)
+            }
+            Programs::MinimalTimer(AttachPoint::RawTracepoint) => (
+                "raw_timer_enter",
+                "raw_timer_exit",
+                AttachPoint::RawTracepoint,
+            ),
         };
-        let names: Vec<String> = self.syscalls.iter().map(|s| s.name.clone()).collect();
         // Exit programs first: a call that enters after its enter program is attached then always
         // finds its exit program attached.
-        for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
-            let tracepoints: Vec<(String, String)> = names
-                .iter()
-                .map(|n| ("syscalls".to_owned(), format!("{prefix}{n}")))
-                .collect();
-            self.attach_program(program, &tracepoints)?;
+        match point {
+            AttachPoint::Tracepoint => {
+                let names: Vec<String> =
+                    self.syscalls.iter().map(|s| s.tracepoint.clone()).collect();
+                for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
+                    let tracepoints: Vec<(String, String)> = names
+                        .iter()
+                        .map(|n| ("syscalls".to_owned(), format!("{prefix}{n}")))
+                        .collect();
+                    self.attach_program(program, &tracepoints)?;
+                }
+            }
+            AttachPoint::RawTracepoint => {
+                self.attach_raw(exit, "sys_exit")?;
+                self.attach_raw(enter, "sys_enter")?;
+            }
         }
-        if !noop {
+        if programs == Programs::Profiler {
             self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
             self.attach_program(
                 "process_exit",
@@ -480,12 +555,7 @@ impl Session {
         let program: &mut TracePoint = self
             .ebpf
             .program_mut(name)
-            .ok_or_else(|| {
-                SetupError::bpf(
-                    format!("program {name}"),
-                    anyhow::anyhow!("missing from the object"),
-                )
-            })?
+            .ok_or_else(|| missing_program(name))?
             .try_into()
             .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
         if program.fd().is_err() {
@@ -495,8 +565,28 @@ impl Session {
             let id = program.attach(category, tracepoint).map_err(|e| {
                 SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e)
             })?;
-            self.links.push((name.to_owned(), id));
+            self.links.push((name.to_owned(), LinkId::Tracepoint(id)));
         }
+        Ok(())
+    }
+
+    fn attach_raw(&mut self, name: &str, tracepoint: &str) -> Result<(), SetupError> {
+        let program: &mut RawTracePoint = self
+            .ebpf
+            .program_mut(name)
+            .ok_or_else(|| missing_program(name))?
+            .try_into()
+            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
+        if program.fd().is_err() {
+            program.load().map_err(|e| load_error(name, e))?;
+        }
+        let id = program.attach(tracepoint).map_err(|e| {
+            SetupError::bpf(
+                format!("attaching {name} to raw tracepoint {tracepoint}"),
+                e,
+            )
+        })?;
+        self.links.push((name.to_owned(), LinkId::Raw(id)));
         Ok(())
     }
 
@@ -527,6 +617,13 @@ impl Session {
         })?;
         M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
     }
+}
+
+fn missing_program(name: &str) -> SetupError {
+    SetupError::bpf(
+        format!("program {name}"),
+        anyhow::anyhow!("missing from the object"),
+    )
 }
 
 /// Turns a load failure into a one-line cause plus the tail of the verifier log.

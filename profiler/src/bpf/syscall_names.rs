@@ -17,11 +17,14 @@ pub const DEFAULT_SYSCALLS: &[&str] = &[
     "read",
 ];
 
-/// One syscall to time: its name (the tracepoint suffix) and number on this architecture.
+/// One syscall to time: its name, its tracepoints' name and its number on this architecture.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Syscall {
-    /// Name, e.g. `close`.
+    /// Name as the user gave it, e.g. `close` or `fstat`.
     pub name: String,
+    /// The suffix of its `sys_enter_*`/`sys_exit_*` tracepoints: the kernel's SYSCALL_DEFINE
+    /// name, which differs from the syscall table's for a few (`fstat` is `newfstat`).
+    pub tracepoint: String,
     /// Number on this architecture, as the tracepoints' `__syscall_nr` reports it.
     pub nr: u32,
 }
@@ -37,22 +40,26 @@ impl Syscall {
     }
 
     /// Resolves a name against the syscall table and this kernel's `sys_enter_*` tracepoints,
-    /// mounting tracefs first when it is not mounted (root).
+    /// mounting tracefs first when it is not mounted (root). Either spelling is accepted where
+    /// the table's name and the tracepoint's differ (`fstat` or `newfstat`, `sendfile` or
+    /// `sendfile64`, `umount2` or `umount`); the tracepoint must exist on this kernel.
     pub fn resolve(name: &str) -> Result<Self, SetupError> {
         environment::ensure_tracefs()?;
         let name = name.trim();
-        let sysno = syscalls::Sysno::from_str(name).ok();
-        let has_tracepoint = tracepoint_dir().join(format!("sys_enter_{name}")).is_dir();
-        match sysno {
-            Some(sysno) if has_tracepoint => Ok(Self {
+        let has_tracepoint = |t: &str| tracepoint_dir().join(format!("sys_enter_{t}")).is_dir();
+        let in_table = |n: &str| syscalls::Sysno::from_str(n).ok();
+        let resolved = spellings(name).into_iter().find_map(|(table, tracepoint)| {
+            let sysno = in_table(&table)?;
+            has_tracepoint(&tracepoint).then(|| Self {
                 name: name.to_owned(),
+                tracepoint,
                 nr: u32::try_from(sysno.id()).unwrap_or(u32::MAX),
-            }),
-            _ => Err(SetupError::UnknownSyscall {
-                name: name.to_owned(),
-                examples: suggestions(name),
-            }),
-        }
+            })
+        });
+        resolved.ok_or_else(|| SetupError::UnknownSyscall {
+            name: name.to_owned(),
+            examples: suggestions(name),
+        })
     }
 
     /// Resolves a comma-separated list, keeping the order and dropping repeats.
@@ -64,7 +71,8 @@ impl Syscall {
             .filter(|n| !n.trim().is_empty())
         {
             let syscall = Self::resolve(name)?;
-            if !out.contains(&syscall) {
+            // Two spellings of one syscall (fstat, newfstat) are one syscall.
+            if !out.iter().any(|s| s.nr == syscall.nr) {
                 out.push(syscall);
             }
         }
@@ -82,6 +90,29 @@ impl fmt::Display for Syscall {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.name)
     }
+}
+
+/// The (table name, tracepoint name) pairs `name` may stand for, the plain reading first. The
+/// kernel names a few syscalls differently from the table (x86_64, checked against 6.18's
+/// tracefs: newfstat, newlstat, newstat, newuname for fstat, lstat, stat, uname; sendfile64 for
+/// sendfile; umount for umount2); both spellings resolve to the same syscall.
+fn spellings(name: &str) -> Vec<(String, String)> {
+    let mut out = vec![(name.to_owned(), name.to_owned())];
+    // A table name whose tracepoint is spelled differently.
+    out.push((name.to_owned(), format!("new{name}")));
+    out.push((name.to_owned(), format!("{name}64")));
+    if let Some(base) = name.strip_suffix('2') {
+        out.push((name.to_owned(), base.to_owned()));
+    }
+    // A tracepoint name whose table entry is spelled differently.
+    if let Some(base) = name.strip_prefix("new") {
+        out.push((base.to_owned(), name.to_owned()));
+    }
+    if let Some(base) = name.strip_suffix("64") {
+        out.push((base.to_owned(), name.to_owned()));
+    }
+    out.push((format!("{name}2"), name.to_owned()));
+    out
 }
 
 fn tracepoint_dir() -> std::path::PathBuf {
@@ -113,6 +144,7 @@ fn suggestions(name: &str) -> String {
     let typo_bound = (name.len() / 3).max(2);
     let mut close: Vec<(usize, &String)> = all
         .iter()
+        .filter(|n| n.as_str() != name)
         .filter_map(|n| {
             let distance = strsim::damerau_levenshtein(name, n);
             if distance <= typo_bound {
@@ -135,4 +167,23 @@ fn suggestions(name: &str) -> String {
     }
     names.truncate(8);
     names.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::spellings;
+
+    #[test]
+    fn both_spellings_of_a_renamed_syscall_pair_the_table_with_the_tracepoint() {
+        let pairs = |n: &str| spellings(n);
+        let has =
+            |n: &str, table: &str, tp: &str| pairs(n).iter().any(|(a, b)| a == table && b == tp);
+        assert_eq!(pairs("close")[0], ("close".into(), "close".into()));
+        assert!(has("fstat", "fstat", "newfstat"));
+        assert!(has("newfstat", "fstat", "newfstat"));
+        assert!(has("sendfile", "sendfile", "sendfile64"));
+        assert!(has("sendfile64", "sendfile", "sendfile64"));
+        assert!(has("umount2", "umount2", "umount"));
+        assert!(has("umount", "umount2", "umount"));
+    }
 }

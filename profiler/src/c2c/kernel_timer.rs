@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::{SyscallTime, SyscallTimer};
 use crate::{
-    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 
@@ -25,7 +25,7 @@ impl KernelSyscallTimer {
         let session = Session::start(&SessionConfig {
             syscalls: Syscall::resolve_list(&["write", "sendto"])?,
             target: Target::Processes(vec![std::process::id()]),
-            noop: false,
+            programs: Programs::Profiler,
             group_exit: GroupExit::Auto,
         })?;
         Ok(Self {

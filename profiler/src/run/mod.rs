@@ -25,7 +25,7 @@ use self::{
     server::{Server, ServerSpec},
 };
 use crate::{
-    bpf::{GroupExit, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     cli::RunArgs,
     export::{self, ExportData, LoadSummary, Measurement, Metadata},
     loadgen::{self, LoadSpec, Stop, Workload},
@@ -441,7 +441,7 @@ fn measure_run(
             let s = Session::start(&SessionConfig {
                 syscalls: options.syscalls.clone(),
                 target: Target::Processes(vec![pid]),
-                noop: false,
+                programs: Programs::Profiler,
                 group_exit: GroupExit::Auto,
             })?;
             *session.borrow_mut() = Some(s);
