@@ -388,6 +388,36 @@ mod programs {
         }
     }
 
+    /// The loader's own process, for `ctx_probe`; set before load.
+    #[unsafe(no_mangle)]
+    static PROBE_TGID: u32 = 0;
+
+    /// What `ctx_probe` saw: the caller's pid_tgid and the two words after the common header.
+    #[map]
+    static CTX_PROBE: Array<[u64; 3]> = Array::with_max_entries(1, 0);
+
+    /// Attached alone, to sys_exit_getppid, before the real load: records the first two words
+    /// after the record header of the context the kernel really hands BPF programs, for the
+    /// loader's own getppid(). BPF programs on syscall tracepoints do not get the trace record
+    /// but a copy the kernel builds for them (`perf_call_bpf_exit`), and older kernels built it
+    /// with an 8-byte header whatever the record's (6.1-rt: `__syscall_nr` at 12 in the format
+    /// file, at 8 for BPF). The loader finds the number and the return value in these words.
+    #[tracepoint]
+    pub fn ctx_probe(ctx: TracePointContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        // SAFETY: a read-only global patched by the loader.
+        if (pid_tgid >> 32) as u32 != unsafe { core::ptr::read_volatile(&PROBE_TGID) } {
+            return 0;
+        }
+        let first = field::<8>(&ctx, RECORD_HEADER);
+        let second = field::<8>(&ctx, RECORD_HEADER + 8);
+        if let Some(seen) = CTX_PROBE.get_ptr_mut(0) {
+            // SAFETY: a plain store into the map's one value.
+            unsafe { *seen = [pid_tgid, first, second] };
+        }
+        0
+    }
+
     // What follows is for `profiler bench overhead` alone: the limits the profiler is measured
     // against, on both attach points (per-syscall tracepoints and the raw sys_enter/sys_exit).
 

@@ -668,3 +668,23 @@ fn syscalls_with_kernel_spellings_resolve_both_ways_and_are_timed() {
         "fstat calls"
     );
 }
+
+/// The probe of the context BPF programs really get on sys_exit_* (which older kernels built
+/// with their own 8-byte header, whatever the format file says) finds the syscall number and
+/// the return value on every kernel, where the format file says or right after 8 bytes.
+#[test]
+fn the_sys_exit_context_probe_finds_the_number_and_the_return_value() {
+    let _serial = serial();
+    let syscalls = Syscall::resolve_list(&["close"]).unwrap();
+    let format = GroupExit::Auto
+        .layout(&syscalls)
+        .expect("the record layout");
+    let (nr, ret) =
+        profiler::bpf::probe_sys_exit_context(&format).expect("the context probe works");
+    assert!(
+        nr == 8 || nr == format.sys_exit_nr,
+        "__syscall_nr at {nr}, format file {}",
+        format.sys_exit_nr
+    );
+    assert_eq!(ret, 16, "ret");
+}

@@ -19,7 +19,8 @@ use aya::{
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
-    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, SLOT_FLAG_EVENTS, SyscallSlot,
+    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout,
+    SLOT_FLAG_EVENTS, SyscallSlot,
 };
 
 pub use self::{
@@ -160,7 +161,12 @@ impl Session {
             }
         }
 
-        let layout = config.group_exit.layout(&config.syscalls)?;
+        let mut layout = config.group_exit.layout(&config.syscalls)?;
+        if layout.sys_exit_nr != RECORD_HEADER {
+            // The format file's header is not the 8 bytes every kernel's BPF context once had:
+            // ask the kernel what its programs really see.
+            (layout.sys_exit_nr, layout.sys_exit_ret) = probe_sys_exit_context(&layout)?;
+        }
         log::debug!("record layout of this kernel: {layout:?}");
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
@@ -617,6 +623,70 @@ impl Session {
         })?;
         M::try_from(map).map_err(|e| SetupError::bpf(format!("map {name}"), e.into()))
     }
+}
+
+/// Where `__syscall_nr` and `ret` are in the context BPF programs on `sys_exit_*` really get.
+/// The kernel hands them a copy of the record it builds itself (`perf_call_bpf_exit`). Kernels
+/// that build it with `struct trace_entry` as its header agree with the format file; older ones
+/// (seen: Debian's 6.1.0-57-rt, whose format file puts `__syscall_nr` at 12) used an 8-byte
+/// header whatever the record's, with the number at 8 as an unsigned long. Nothing in tracefs or
+/// BTF says which a kernel does, so `ctx_probe` is attached alone to sys_exit_getppid and this
+/// process calls getppid(): the number is where 110 (x86_64's getppid) is, the return value
+/// where our parent's pid is.
+pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), SetupError> {
+    const TRACEPOINT: &str = "syscalls:sys_exit_getppid";
+    let me = std::process::id();
+    let mut ebpf = EbpfLoader::new()
+        .override_global("PROBE_TGID", &me, true)
+        .load(EBPF_OBJECT)
+        .map_err(|e| SetupError::bpf("loading the eBPF object (context probe)", e))?;
+    let program: &mut TracePoint = ebpf
+        .program_mut("ctx_probe")
+        .ok_or_else(|| missing_program("ctx_probe"))?
+        .try_into()
+        .map_err(|e| SetupError::bpf("program ctx_probe", e))?;
+    program.load().map_err(|e| load_error("ctx_probe", e))?;
+    program
+        .attach("syscalls", "sys_exit_getppid")
+        .map_err(|e| SetupError::bpf(format!("attaching ctx_probe to {TRACEPOINT}"), e))?;
+    // SAFETY: getppid cannot fail; the raw syscall, so libc cannot answer from a cache.
+    let ppid = unsafe { libc::syscall(libc::SYS_getppid) } as u64;
+    let seen: Array<&MapData, [u64; 3]> = Array::try_from(
+        ebpf.map("CTX_PROBE")
+            .ok_or_else(|| SetupError::bpf("map CTX_PROBE", anyhow::anyhow!("missing")))?,
+    )
+    .map_err(|e| SetupError::bpf("map CTX_PROBE", e))?;
+    let [pid_tgid, first, second] = seen
+        .get(&0, 0)
+        .map_err(|e| SetupError::bpf("reading CTX_PROBE", e))?;
+    let getppid = libc::SYS_getppid as u64;
+    let problem = |what: String| SetupError::RecordLayout {
+        tracepoint: TRACEPOINT.to_owned(),
+        problem: what,
+    };
+    if pid_tgid >> 32 != u64::from(me) {
+        return Err(problem(
+            "the probe saw no getppid() of this process return".to_owned(),
+        ));
+    }
+    let nr = if first & 0xffff_ffff == getppid {
+        RECORD_HEADER
+    } else if first >> 32 == getppid && format.sys_exit_nr == RECORD_HEADER + 4 {
+        RECORD_HEADER + 4
+    } else {
+        return Err(problem(format!(
+            "no syscall number {getppid} in the context BPF gets (0x{first:x} after the header; the format file says {})",
+            format.sys_exit_nr
+        )));
+    };
+    if second != ppid {
+        return Err(problem(format!(
+            "no return value {ppid} in the context BPF gets (0x{second:x} at {}; the format file says {})",
+            RECORD_HEADER + 8,
+            format.sys_exit_ret
+        )));
+    }
+    Ok((nr, RECORD_HEADER + 8))
 }
 
 fn missing_program(name: &str) -> SetupError {
