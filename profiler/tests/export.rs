@@ -683,6 +683,43 @@ fn bad_export_paths_fail_before_measuring_with_one_line() {
     assert!(profiler::export::check_export_args(&hdr_stdout).is_err());
 }
 
+#[test]
+fn two_exports_to_one_file_or_an_unwritable_one_fail_before_measuring() {
+    let dir = std::env::temp_dir().join(format!("profiler-same-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let same = ExportArgs {
+        export_json: Some(dir.join("x")),
+        export_csv: Some(dir.join(".").join("x")),
+        ..Default::default()
+    };
+    let e = profiler::export::check_export_args(&same)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--export-json") && e.contains("--export-csv") && e.contains("same file"),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    // The same through a symlink to an existing file.
+    std::fs::write(dir.join("real.json"), b"").unwrap();
+    std::os::unix::fs::symlink(dir.join("real.json"), dir.join("link.json")).unwrap();
+    let linked = ExportArgs {
+        export_json: Some(dir.join("real.json")),
+        report: Some(dir.join("link.json")),
+        ..Default::default()
+    };
+    assert!(profiler::export::check_export_args(&linked).is_err());
+    let unwritable = ExportArgs {
+        export_prom: Some("/proc/profiler.prom".into()),
+        ..Default::default()
+    };
+    let e = profiler::export::check_export_args(&unwritable)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("--export-prom") && e.contains("/proc"), "{e}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 // ---------- attach, end to end (loads BPF: root) ----------
 
 #[test]

@@ -259,6 +259,24 @@ pub fn check_export_args(args: &ExportArgs) -> Result<()> {
                 path.display()
             );
         }
+        atomic::check_writable(path).map_err(|e| {
+            anyhow::anyhow!("{flag} {}: {e}; choose a writable path", path.display())
+        })?;
+    }
+    let mut seen: Vec<(&str, &Path, FileIdentity)> = Vec::new();
+    for (flag, path) in args.files() {
+        if path.as_os_str() == "-" {
+            continue;
+        }
+        let id = FileIdentity::of(path);
+        if let Some((other, other_path, _)) = seen.iter().find(|(_, _, i)| *i == id) {
+            bail!(
+                "{other} {} and {flag} {} are the same file: the second would overwrite the first; give each export its own file",
+                other_path.display(),
+                path.display()
+            );
+        }
+        seen.push((flag, path, id));
     }
     if let Some(dir) = &args.export_hdr {
         if dir.as_os_str() == "-" {
@@ -272,6 +290,29 @@ pub fn check_export_args(args: &ExportArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// What makes two paths one file: device and inode when it exists (links and `./` followed),
+/// else its absolute path with the directory resolved.
+#[derive(Debug, PartialEq, Eq)]
+enum FileIdentity {
+    Existing(u64, u64),
+    New(std::path::PathBuf),
+}
+
+impl FileIdentity {
+    fn of(path: &Path) -> Self {
+        use std::os::unix::fs::MetadataExt as _;
+        if let Ok(meta) = std::fs::metadata(path) {
+            return Self::Existing(meta.dev(), meta.ino());
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
+        Self::New(dir.join(path.file_name().unwrap_or_default()))
+    }
 }
 
 /// Writes every export `args` asks for. A format that fails does not stop the others; the
