@@ -607,37 +607,53 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         "ns/iter (median)",
         "added ns (median)",
         "added min … max",
+        "over the floor (median)",
     ]);
     let getppid_nothing = find(Config::Nothing, Getppid, Tracked::Me);
-    let mut tax_row = |what: &str, m: Option<&Measured>, base: Option<&Measured>| {
-        if let (Some(m), Some(base)) = (m, base) {
-            let added = round_added(m, base);
-            let lo = added.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = added.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-            tax.row([
-                what.to_owned(),
-                m.config.label().to_owned(),
-                format!("{:.0}", m.median()),
-                format!("{:+.0}", median(&added)),
-                format!("{lo:+.0} … {hi:+.0}"),
-            ]);
-        }
-    };
+    // Each row over nothing attached, and over its mechanism's floor (per-round differences).
+    let mut tax_row =
+        |what: &str, m: Option<&Measured>, base: Option<&Measured>, floor: Option<&Measured>| {
+            if let (Some(m), Some(base)) = (m, base) {
+                let added = round_added(m, base);
+                let lo = added.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = added.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let over = match floor {
+                    Some(f) if !std::ptr::eq(f, m) => format!("{:+.0}", median(&round_added(m, f))),
+                    _ => "(the floor)".to_owned(),
+                };
+                tax.row([
+                    what.to_owned(),
+                    m.config.label().to_owned(),
+                    format!("{:.0}", m.median()),
+                    format!("{:+.0}", median(&added)),
+                    format!("{lo:+.0} … {hi:+.0}"),
+                    over,
+                ]);
+            }
+        };
     let a = "(a) untraced process, close";
-    tax_row(a, Some(empty), Some(nothing));
+    tax_row(a, Some(empty), Some(nothing), Some(empty));
     tax_row(
         a,
         find(Config::Profiler, DupClose, Tracked::Other),
         Some(nothing),
+        Some(empty),
     );
     let b = "(b) traced process, getppid";
-    for config in [
-        Config::Empty(tp),
-        Config::Profiler,
-        Config::Empty(raw),
-        Config::MinimalTimer(raw),
+    let tp_floor = find(Config::Empty(tp), Getppid, Tracked::Me);
+    let raw_floor = find(Config::Empty(raw), Getppid, Tracked::Me);
+    for (config, floor) in [
+        (Config::Empty(tp), tp_floor),
+        (Config::Profiler, tp_floor),
+        (Config::Empty(raw), raw_floor),
+        (Config::MinimalTimer(raw), raw_floor),
     ] {
-        tax_row(b, find(config, Getppid, Tracked::Me), getppid_nothing);
+        tax_row(
+            b,
+            find(config, Getppid, Tracked::Me),
+            getppid_nothing,
+            floor,
+        );
     }
     if !tax.is_empty() {
         out.push_str(
