@@ -60,7 +60,12 @@ pub enum StopReason {
 /// command's own when one was started (like `strace -c`), else 0.
 pub fn run(options: &AttachOptions) -> Result<i32> {
     let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, Arc::clone(&interrupted))
             .context("installing the Ctrl-C handler")?;
     }

@@ -84,7 +84,12 @@ impl MetricsSource {
 /// Runs `profiler serve` until SIGINT or SIGTERM.
 pub fn run(options: &ServeOptions) -> Result<()> {
     let stop = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
+        signal_hook::consts::SIGHUP,
+    ] {
         signal_hook::flag::register(signal, Arc::clone(&stop))
             .context("installing the Ctrl-C handler")?;
     }

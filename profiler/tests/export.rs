@@ -767,50 +767,56 @@ fn attach_writes_its_exports_for_a_command() {
     assert!(dir.join("hdr/close.hgrm").is_file() && dir.join("hdr/close.hlog").is_file());
 }
 
+/// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all end attach the same way: table and exports.
 #[test]
-fn attach_interrupted_by_ctrl_c_still_exports_complete_results() {
-    let _serial = serial();
-    let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
-    let mut attach = Command::new(env!("CARGO_BIN_EXE_profiler"))
-        .args([
-            "attach",
-            "--pid",
-            &sleeper.id().to_string(),
-            "--export-json",
-            "-",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Wait for "Tracing ..." on stderr? The report goes to stderr when JSON takes stdout, so wait a
-    // fixed, generous time for the programs to load instead.
-    std::thread::sleep(Duration::from_secs(3));
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(attach.id() as i32, libc::SIGINT) };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while attach.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "attach did not stop on SIGINT");
-        std::thread::sleep(Duration::from_millis(50));
+fn attach_interrupted_by_ctrl_c_sigterm_or_sighup_still_exports_complete_results() {
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        let _serial = serial();
+        let mut sleeper = Command::new("sleep").arg("30").spawn().unwrap();
+        let mut attach = Command::new(env!("CARGO_BIN_EXE_profiler"))
+            .args([
+                "attach",
+                "--pid",
+                &sleeper.id().to_string(),
+                "--export-json",
+                "-",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Wait for "Tracing ..." on stderr? The report goes to stderr when JSON takes stdout, so wait a
+        // fixed, generous time for the programs to load instead.
+        std::thread::sleep(Duration::from_secs(3));
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(attach.id() as i32, signal) };
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while attach.try_wait().unwrap().is_none() {
+            assert!(
+                Instant::now() < deadline,
+                "attach did not stop on signal {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let out = attach.wait_with_output().unwrap();
+        let _ = sleeper.kill();
+        let _ = sleeper.wait();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "stdout is not only the JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stdout)
+            )
+        });
+        assert_eq!(json["partial"], false, "Ctrl-C is attach's normal end");
+        assert_eq!(json["metadata"]["settings"]["stopped"], "interrupted");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("Traced for"),
+            "the table went to stderr"
+        );
     }
-    let out = attach.wait_with_output().unwrap();
-    let _ = sleeper.kill();
-    let _ = sleeper.wait();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "stdout is not only the JSON ({e}): {}",
-            String::from_utf8_lossy(&out.stdout)
-        )
-    });
-    assert_eq!(json["partial"], false, "Ctrl-C is attach's normal end");
-    assert_eq!(json["metadata"]["settings"]["stopped"], "interrupted");
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("Traced for"),
-        "the table went to stderr"
-    );
 }

@@ -308,7 +308,12 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         bail!("--strace needs strace: apt-get install strace");
     }
     let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
+        signal_hook::consts::SIGHUP,
+    ] {
         // A second Ctrl-C exits at once.
         signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted))
             .context("installing the Ctrl-C handler")?;
