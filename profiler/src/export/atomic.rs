@@ -63,10 +63,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             path.display()
         );
     };
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let dir = directory_of(path);
     if !dir.is_dir() {
         bail!(
             "cannot write '{}': directory '{}' does not exist; create it first",
@@ -95,6 +92,14 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         return Err(e).with_context(|| format!("writing '{}'", path.display()));
     }
     Ok(())
+}
+
+/// The directory `path` is in: its parent, or `.` for a bare file name.
+#[must_use]
+pub fn directory_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
 }
 
 /// For a FIFO, a character or block device or a socket at `path` (links followed): the file
@@ -148,10 +153,7 @@ pub fn check_writable(path: &Path) -> Result<()> {
         return special.map(drop);
     }
     let path = &resolve_symlinks(path)?;
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_owned(),
-        _ => PathBuf::from("."),
-    };
+    let dir = directory_of(path);
     if !dir.is_dir() {
         bail!(
             "directory '{}' does not exist; create it first",

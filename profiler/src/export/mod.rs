@@ -242,10 +242,7 @@ pub fn check_export_args(args: &ExportArgs) -> Result<()> {
         if path.as_os_str() == "-" {
             continue;
         }
-        let parent = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let parent = atomic::directory_of(path);
         if !parent.is_dir() {
             bail!(
                 "{flag} {}: directory '{}' does not exist; create it first",
@@ -306,10 +303,7 @@ impl FileIdentity {
         if let Ok(meta) = std::fs::metadata(path) {
             return Self::Existing(meta.dev(), meta.ino());
         }
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
+        let dir = atomic::directory_of(path);
         let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned());
         Self::New(dir.join(path.file_name().unwrap_or_default()))
     }
