@@ -2,7 +2,6 @@
 //! the table when the duration ends, the command exits, or on Ctrl-C.
 
 use std::{
-    io::Write as _,
     sync::{
         Arc,
         atomic::{AtomicBool, Ordering},
@@ -16,6 +15,7 @@ use crate::{
     bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     cli::ExportArgs,
     export::{self, ExportData, Measurement, Metadata},
+    output,
     process::StoppedChild,
     report::{histogram::log2_histogram, table},
     stats::Snapshot,
@@ -116,7 +116,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         ),
     };
     let names: Vec<&str> = options.syscalls.iter().map(|s| s.name.as_str()).collect();
-    eprintln!("Tracing {} of {what}. Ctrl-C to stop.", names.join(", "));
+    crate::errln!("Tracing {} of {what}. Ctrl-C to stop.", names.join(", "));
 
     let metadata = Metadata::collect("attach");
     // An export sent to stdout keeps stdout to itself; the human report goes to stderr then.
@@ -127,10 +127,9 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         .any(|(_, p)| p.as_os_str() == "-");
     let emit = |text: &str| {
         if report_to_stderr {
-            eprint!("{text}");
+            output::stderr(text);
         } else {
-            print!("{text}");
-            let _ = std::io::stdout().flush();
+            output::stdout(text);
         }
     };
     let started = Instant::now();
@@ -191,7 +190,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
                     true,
                 );
                 if let Err(e) = export::write_exports(&options.exports, &data) {
-                    eprintln!("Error: {e:#}");
+                    crate::errln!("Error: {e:#}");
                 }
             }
             if let Some(child) = child {

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod error;
 pub mod export;
 pub mod loadgen;
+pub mod output;
 pub mod process;
 pub mod report;
 pub mod run;

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {
-            eprintln!("Error: {}", one_line(&error));
+            profiler::errln!("Error: {}", one_line(&error));
             ExitCode::FAILURE
         }
     }
@@ -102,16 +102,18 @@ fn run_c2c(args: &C2cArgs) -> Result<()> {
         match KernelSyscallTimer::new() {
             Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("note: no syscall columns ({e}); pass --no-syscalls to silence this");
+                profiler::errln!(
+                    "note: no syscall columns ({e}); pass --no-syscalls to silence this"
+                );
                 None
             }
         }
     };
     let report = c2c::run(&options, timer.as_mut().map(|t| t as &mut dyn SyscallTimer))?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        profiler::outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
-        print!("{report}");
+        profiler::output::stdout(&report.to_string());
     }
     Ok(())
 }

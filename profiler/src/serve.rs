@@ -136,7 +136,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     let address = listener
         .local_addr()
         .context("reading the listening address")?;
-    eprintln!("Serving metrics of pid(s) {what} on http://{address}/metrics (Ctrl-C to stop)");
+    crate::errln!("Serving metrics of pid(s) {what} on http://{address}/metrics (Ctrl-C to stop)");
     serve(&listener, &mut source, &stop)
 }
 

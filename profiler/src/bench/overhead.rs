@@ -188,7 +188,7 @@ fn tax_rows() -> Vec<Measured> {
 /// Runs the benchmark and prints its tables.
 pub fn run(args: &OverheadArgs) -> Result<()> {
     let results = measure(args)?;
-    print!("{}", render(&results, args));
+    crate::output::stdout(&render(&results, args));
     Ok(())
 }
 
@@ -197,7 +197,7 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     let close = vec![Syscall::resolve("close")?];
     let bpftrace = !args.no_bpftrace && which("bpftrace");
     if !bpftrace && !args.no_bpftrace {
-        eprintln!("bpftrace is not installed: its row is left out (apt-get install bpftrace)");
+        crate::errln!("bpftrace is not installed: its row is left out (apt-get install bpftrace)");
     }
     pin_to_last_cpu();
     let other = IdleChild::start()?;

@@ -52,9 +52,9 @@ pub fn main(args: &RunArgs) -> Result<i32> {
         .iter()
         .any(|(_, p)| p.as_os_str() == "-")
     {
-        eprint!("{report}");
+        crate::output::stderr(&report);
     } else {
-        print!("{report}");
+        crate::output::stdout(&report);
     }
     let data = to_export(&experiment, metadata);
     export::write_exports(&args.exports, &data)?;
@@ -607,7 +607,7 @@ impl Progress {
 
     fn println(&self, line: &str) {
         if self.bar.is_hidden() {
-            eprintln!("{line}");
+            crate::errln!("{line}");
         } else {
             self.bar.println(line);
         }
