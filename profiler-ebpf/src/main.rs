@@ -95,6 +95,12 @@ mod programs {
     #[map]
     static NEXT_PROCESS: Array<u64> = Array::with_max_entries(1, 0);
 
+    /// Entry 0 is set to 1 by user space once every program is attached. Exit programs are
+    /// attached before entry programs, so until then an exit without an entry is a call that began
+    /// before tracing did, not a lost one; from then on at most one per thread can be.
+    #[map]
+    static ARMED: Array<u32> = Array::with_max_entries(1, 0);
+
     /// Events that could not be recorded, by [`DropReason`].
     #[map]
     static DROPPED: PerCpuArray<u64> = PerCpuArray::with_max_entries(DROP_REASONS as u32, 0);
@@ -205,7 +211,9 @@ mod programs {
         let nr = field::<4>(&ctx, layout(&LAYOUT.sys_exit_nr)) as u32 as i32;
         if start.start_ns == 0 {
             // Untraced, or traced but its entry was missed (in flight when tracing began).
-            if traced_process((pid_tgid >> 32) as u32).is_some() {
+            if ARMED.get(0).is_some_and(|&armed| armed != 0)
+                && traced_process((pid_tgid >> 32) as u32).is_some()
+            {
                 count_missing_start(nr);
             }
             return 0;

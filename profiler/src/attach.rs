@@ -16,7 +16,7 @@ use crate::{
     cli::ExportArgs,
     export::{self, ExportData, Measurement, Metadata},
     output,
-    process::StoppedChild,
+    process::{StoppedChild, Targets, describe_exit, resolve_targets},
     report::{histogram::log2_histogram, table},
     stats::Snapshot,
 };
@@ -28,6 +28,8 @@ pub struct AttachOptions {
     pub pids: Vec<u32>,
     /// Trace every process.
     pub all: bool,
+    /// Also trace the children of `pids`: those already running and those forked from now on.
+    pub children: bool,
     /// Stop after this long.
     pub duration: Option<Duration>,
     /// Print a table of the last interval this often.
@@ -75,16 +77,26 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     } else {
         Some(StoppedChild::spawn(&options.command, false, None, false)?)
     };
-    let target = if options.all {
-        Target::All
+    let (target, targets) = if options.all {
+        (Target::All, Targets::default())
     } else {
-        Target::Processes(options.pids.clone())
+        let targets = match resolve_targets(&options.pids, options.children) {
+            Ok(t) => t,
+            Err(e) => {
+                if let Some(child) = child {
+                    child.kill();
+                }
+                return Err(e.into());
+            }
+        };
+        (Target::Processes(targets.pids.clone()), targets)
     };
     let config = SessionConfig {
         syscalls: options.syscalls.clone(),
         target,
         programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
+        follow_forks: options.children,
     };
     let mut session = match Session::start(&config) {
         Ok(s) => s,
@@ -102,18 +114,33 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         }
         child.resume()?;
     }
+    for note in &targets.notes {
+        crate::errln!("note: {note}");
+    }
+    let children = if options.children {
+        " and the children they fork"
+    } else {
+        ""
+    };
     let what = match (&child, options.all) {
-        (Some(_), _) => format!("'{}'", options.command.join(" ")),
+        (Some(_), _) => format!("'{}'{children}", options.command.join(" ")),
         (None, true) => "all processes".to_owned(),
-        (None, false) => format!(
-            "pid {}",
-            options
-                .pids
+        (None, false) => {
+            let named = targets.pids.len() - targets.descendants;
+            let pids = targets.pids[..named]
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
-                .join(", ")
-        ),
+                .join(", ");
+            match targets.descendants {
+                0 => format!("pid {pids}{children}"),
+                n => format!(
+                    "pid {pids} and {n} running descendant{} ({} processes){children}",
+                    if n == 1 { "" } else { "s" },
+                    targets.pids.len()
+                ),
+            }
+        }
     };
     let names: Vec<&str> = options.syscalls.iter().map(|s| s.name.as_str()).collect();
     crate::errln!("Tracing {} of {what}. Ctrl-C to stop.", names.join(", "));
@@ -134,23 +161,42 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     };
     let started = Instant::now();
     let mut last_interval = (Instant::now(), Snapshot::default());
+    // The command's status once it has exited; tracing goes on while what it started lives on,
+    // as with `strace -f`.
+    let mut command_status = None;
     let outcome = (|| -> Result<StopReason> {
         Ok(loop {
             std::thread::sleep(Duration::from_millis(20));
             session.flush_logs();
             if interrupted.load(Ordering::Relaxed) {
-                break StopReason::Interrupted;
+                break match command_status {
+                    Some(code) => StopReason::CommandExited(code),
+                    None => StopReason::Interrupted,
+                };
             }
             if let Some(child) = &child
+                && command_status.is_none()
                 && let Some(code) = child.try_wait()?
             {
-                break StopReason::CommandExited(code);
+                command_status = Some(code);
+                if session.any_tracked_alive()? {
+                    crate::errln!(
+                        "The command {}; tracing the processes it started until they exit (Ctrl-C to stop).",
+                        describe_exit(code)
+                    );
+                }
             }
             if options.duration.is_some_and(|d| started.elapsed() >= d) {
                 break StopReason::Duration;
             }
-            if child.is_none() && !options.all && !any_alive(&session.tracked_pids()?) {
-                break StopReason::TargetsExited;
+            if (child.is_none() || command_status.is_some())
+                && !options.all
+                && !session.any_tracked_alive()?
+            {
+                break match command_status {
+                    Some(code) => StopReason::CommandExited(code),
+                    None => StopReason::TargetsExited,
+                };
             }
             if let Some(every) = options.interval
                 && last_interval.0.elapsed() >= every
@@ -166,10 +212,12 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             }
         })
     })();
+    // The counters cover the time from the last attach to this snapshot: not the load before it
+    // nor the detach after it.
+    let elapsed = session.traced_for();
     let final_snapshot = session.snapshot().map_err(anyhow::Error::from);
     session.flush_logs();
     drop(session);
-    let elapsed = started.elapsed();
     let measured = match (outcome, final_snapshot) {
         (Ok(reason), Ok(snapshot)) => Ok((reason, snapshot)),
         (Err(error), last) => Err((error, last.ok())),
@@ -236,7 +284,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let exported = export::write_exports(&options.exports, &data);
     // A command we started that is still running when tracing stops goes with us.
     if let Some(child) = child
-        && !matches!(reason, StopReason::CommandExited(_))
+        && command_status.is_none()
     {
         child.kill();
     }
@@ -305,17 +353,4 @@ fn export_data(
         }],
         partial,
     }
-}
-
-fn any_alive(pids: &[u32]) -> bool {
-    pids.iter().any(|pid| {
-        // A zombie still has /proc/PID; its state letter is Z.
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .map(|(_, rest)| rest.trim_start().starts_with('Z'))
-            })
-            .is_some_and(|zombie| !zombie)
-    })
 }

@@ -96,6 +96,10 @@ pub struct AttachArgs {
     /// Trace every process on the machine.
     #[arg(long, conflicts_with = "pids")]
     pub all: bool,
+    /// Trace only the processes named: not the children they had already forked (found in
+    /// /proc), nor those they fork from now on.
+    #[arg(long, conflicts_with = "all")]
+    pub no_children: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,

@@ -59,6 +59,16 @@ pub enum SetupError {
     /// A pid that does not name a running process.
     #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
     NoSuchProcess(u32),
+    /// A pid that names a kernel thread.
+    #[error(
+        "pid {pid} is the kernel thread '{comm}', which makes no system calls: give the pid of a user process"
+    )]
+    KernelThread {
+        /// The pid given.
+        pid: u32,
+        /// Its name.
+        comm: String,
+    },
     /// More pids than user space may hand dense indexes to.
     #[error("{0} pids given but at most {max} can be named at once: trace their parent instead (children are followed) or use --all", max = profiler_common::FIRST_FORKED_PROCESS)]
     TooManyPids(usize),

@@ -47,6 +47,7 @@ fn run(cli: Cli) -> Result<i32> {
             let options = AttachOptions {
                 pids: args.pids,
                 all: args.all,
+                children: !args.no_children,
                 duration: args.duration,
                 interval: args.interval,
                 syscalls: resolve(&names)?,

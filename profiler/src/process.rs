@@ -11,6 +11,8 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
+use crate::error::SetupError;
+
 /// A child process stopped just before `execve`.
 #[derive(Debug)]
 pub struct StoppedChild {
@@ -192,4 +194,234 @@ pub fn resolve_program(name: &str) -> Result<PathBuf> {
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
         .with_context(|| format!("command not found: '{name}' is not on PATH"))
+}
+
+/// A pidfd: a handle on one process that a later process reusing its pid does not share.
+#[derive(Debug)]
+pub struct PidFd(std::os::fd::OwnedFd);
+
+impl PidFd {
+    /// Opens a pidfd for process `pid`; `None` when there is no such process.
+    #[must_use]
+    pub fn open(pid: u32) -> Option<Self> {
+        use std::os::fd::FromRawFd as _;
+        let pid = libc::pid_t::try_from(pid).ok()?;
+        // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+        let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+        let fd = i32::try_from(fd).ok().filter(|fd| *fd >= 0)?;
+        // SAFETY: a descriptor the kernel just gave us, owned by nobody else.
+        Some(Self(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+    }
+
+    /// Whether the process has exited (a pidfd polls readable once it has).
+    #[must_use]
+    pub fn exited(&self) -> bool {
+        use std::os::fd::AsRawFd as _;
+        let mut poll = libc::pollfd {
+            fd: self.0.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        ready > 0 && poll.revents & libc::POLLIN != 0
+    }
+}
+
+/// What `/proc` says about one pid.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcInfo {
+    /// The process (thread group) the pid belongs to: itself unless it names a thread.
+    pub tgid: u32,
+    /// The parent process.
+    pub ppid: u32,
+    /// Its command name.
+    pub comm: String,
+    /// A kernel thread (`PF_KTHREAD`), which makes no system calls.
+    pub kernel_thread: bool,
+}
+
+/// Reads `/proc/PID/status` (for the thread group) and `/proc/PID/stat` (for the flags). A thread
+/// id works too: `/proc/TID` exists though `ls /proc` does not list it.
+#[must_use]
+pub fn proc_info(pid: u32) -> Option<ProcInfo> {
+    const PF_KTHREAD: u64 = 0x0020_0000;
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map(str::trim)
+    };
+    let tgid = field("Tgid:")?.parse().ok()?;
+    let ppid = field("PPid:")?.parse().ok()?;
+    let comm = field("Name:").unwrap_or_default().to_owned();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces and parentheses): state, ppid, pgrp,
+    // session, tty_nr, tpgid, flags.
+    let flags: u64 = stat
+        .rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(6)?
+        .parse()
+        .ok()?;
+    Some(ProcInfo {
+        tgid,
+        ppid,
+        comm,
+        kernel_thread: flags & PF_KTHREAD != 0,
+    })
+}
+
+/// The processes running now that descend from `root` (children, grandchildren, ...), found by
+/// walking `/proc`, parents before children.
+#[must_use]
+pub fn descendants(root: u32) -> Vec<u32> {
+    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if let Some(info) = proc_info(pid).filter(|i| !i.kernel_thread) {
+                children.entry(info.ppid).or_default().push(pid);
+            }
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = std::collections::VecDeque::from([root]);
+    while let Some(parent) = queue.pop_front() {
+        for &child in children.get(&parent).into_iter().flatten() {
+            if child != root && !found.contains(&child) {
+                found.push(child);
+                queue.push_back(child);
+            }
+        }
+    }
+    found
+}
+
+/// The processes to trace for the pids a user named, and what was made of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Targets {
+    /// Process ids (tgids), named ones first, then their descendants; no duplicates.
+    pub pids: Vec<u32>,
+    /// How many of `pids` are descendants that were already running.
+    pub descendants: usize,
+    /// One line per pid that was taken for something else (a thread id for its process).
+    pub notes: Vec<String>,
+}
+
+/// Turns the pids a user named into processes to trace: a thread id becomes its process, a
+/// kernel thread or a pid that is not running is a one-line error, and with `with_descendants`
+/// the processes they had already forked (an nginx master's workers) are added.
+pub fn resolve_targets(named: &[u32], with_descendants: bool) -> Result<Targets, SetupError> {
+    let mut targets = Targets::default();
+    for &pid in named {
+        let info = proc_info(pid).ok_or(SetupError::NoSuchProcess(pid))?;
+        if info.kernel_thread {
+            return Err(SetupError::KernelThread {
+                pid,
+                comm: info.comm,
+            });
+        }
+        if info.tgid != pid {
+            targets.notes.push(format!(
+                "pid {pid} is a thread of process {} ({}): tracing the whole process",
+                info.tgid, info.comm
+            ));
+        }
+        if !targets.pids.contains(&info.tgid) {
+            targets.pids.push(info.tgid);
+        }
+    }
+    if with_descendants {
+        let limit = profiler_common::FIRST_FORKED_PROCESS as usize;
+        let mut left_out = 0;
+        for root in targets.pids.clone() {
+            for pid in descendants(root) {
+                if targets.pids.contains(&pid) {
+                    continue;
+                }
+                if targets.pids.len() < limit {
+                    targets.pids.push(pid);
+                    targets.descendants += 1;
+                } else {
+                    left_out += 1;
+                }
+            }
+        }
+        if left_out > 0 {
+            targets.notes.push(format!(
+                "{left_out} running descendants left out: at most {limit} running processes can be named (what the traced ones fork from now on is still followed)"
+            ));
+        }
+    }
+    Ok(targets)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_info_maps_a_thread_to_its_process_and_knows_kernel_threads() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: as above.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let info = proc_info(tid).expect("/proc/TID of a live thread");
+        assert_eq!(info.tgid, me);
+        assert!(!info.kernel_thread);
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+        let kthreadd = proc_info(2).expect("pid 2 is kthreadd");
+        assert!(kthreadd.kernel_thread, "{kthreadd:?}");
+    }
+
+    #[test]
+    fn descendants_are_found_through_a_grandchild() {
+        let mut shell = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let found = loop {
+            let found = descendants(shell.id());
+            if found.len() >= 2 || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = shell.kill();
+        for pid in &found {
+            // SAFETY: signalling the sleeps we started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+        let _ = shell.wait();
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
+
+    #[test]
+    fn a_pidfd_sees_the_exit_of_its_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pidfd = PidFd::open(child.id()).unwrap();
+        assert!(!pidfd.exited());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(pidfd.exited());
+    }
 }

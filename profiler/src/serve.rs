@@ -103,13 +103,18 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     let target = if options.all {
         Target::All
     } else {
-        Target::Processes(options.pids.clone())
+        let targets = crate::process::resolve_targets(&options.pids, true)?;
+        for note in &targets.notes {
+            crate::errln!("note: {note}");
+        }
+        Target::Processes(targets.pids)
     };
     let session = Session::start(&SessionConfig {
         syscalls: options.syscalls.clone(),
         target,
         programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
+        follow_forks: true,
     })?;
     let mut metadata = Metadata::collect("serve");
     let what = if options.all {

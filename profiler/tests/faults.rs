@@ -142,3 +142,322 @@ fn the_reports_of_run_and_bench_survive_a_reader_that_left() {
         );
     }
 }
+
+/// Runs `profiler attach ARGS` to the end and returns (status, stderr, JSON export).
+fn attach_json(
+    name: &str,
+    args: &[&str],
+    limit: Duration,
+) -> (Option<i32>, String, serde_json::Value) {
+    attach_json_then(name, args, limit, || {})
+}
+
+/// [`attach_json`], calling `tracing` once attach says it is tracing (its programs are attached).
+fn attach_json_then(
+    name: &str,
+    args: &[&str],
+    limit: Duration,
+    tracing: impl FnOnce(),
+) -> (Option<i32>, String, serde_json::Value) {
+    let dir = scratch(name);
+    let json = dir.join("a.json");
+    let mut attach = profiler()
+        .arg("attach")
+        .arg("--export-json")
+        .arg(&json)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = BufReader::new(attach.stderr.take().unwrap());
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in stderr.lines().map_while(Result::ok) {
+            if line.starts_with("Tracing ") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    if rx.recv_timeout(limit).is_ok() {
+        tracing();
+    }
+    let status = wait_for(&mut attach, limit, "attach");
+    let stderr = reader.join().unwrap();
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let data = if json.exists() {
+        read_json(&json)
+    } else {
+        serde_json::Value::Null
+    };
+    (status.code(), stderr, data)
+}
+
+/// `attach -- sh -c 'closer &'` reported the 5 closes of sh and stopped when sh exited; strace
+/// -f counts the background child's too. Tracing now ends with the last tracked process.
+#[test]
+fn children_that_outlive_the_command_are_traced_to_their_end() {
+    let _serial = serial();
+    let (code, stderr, json) = attach_json(
+        "outlive",
+        &[
+            "--syscalls",
+            "close",
+            "--",
+            "/bin/sh",
+            "-c",
+            "(sleep 1; for i in $(seq 50); do cat /dev/null; done) & exit 4",
+        ],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(4), "the command's own status: {stderr}");
+    assert!(
+        stderr.contains("tracing the processes it started until they exit"),
+        "{stderr}"
+    );
+    assert!(
+        calls_of(&json, "close") >= 50,
+        "the background loop's cats were traced: {json}"
+    );
+    assert_eq!(
+        json["metadata"]["settings"]["stopped"],
+        "command exited with status 4"
+    );
+}
+
+/// A process that was forked before attach (nginx's workers) is traced with its parent's pid,
+/// and `--no-children` leaves it out.
+#[test]
+fn the_running_descendants_of_a_pid_are_traced_unless_no_children() {
+    let _serial = serial();
+    for no_children in [false, true] {
+        // The subshell exists at once; its cats start once attach traces (the flag file).
+        let flag = scratch("descendants-flag").join("go");
+        let script = format!(
+            "(while [ ! -e {} ]; do sleep 0.05; done; for i in $(seq 50); do cat /dev/null; done) & wait",
+            flag.display()
+        );
+        let mut parent = Command::new("/bin/sh")
+            .args(["-c", &script])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        let pid = parent.id().to_string();
+        let mut args = vec!["--syscalls", "close", "--pid", &pid];
+        if no_children {
+            args.push("--no-children");
+        }
+        let (code, stderr, json) =
+            attach_json_then("descendants", &args, Duration::from_secs(120), || {
+                std::fs::write(&flag, "").unwrap();
+            });
+        let _ = parent.kill();
+        let _ = parent.wait();
+        assert_eq!(code, Some(0), "{stderr}");
+        let closes = calls_of(&json, "close");
+        if no_children {
+            assert_eq!(closes, 0, "only the waiting sh was traced: {stderr}");
+        } else {
+            assert!(
+                stderr.contains("and 1 running descendant (2 processes)"),
+                "the header says how many processes are tracked: {stderr}"
+            );
+            assert!(closes >= 50, "the subshell's cats were traced: {json}");
+        }
+    }
+}
+
+/// When a traced process exits and an unrelated process takes its pid, attach used to go on
+/// until that one exited. Exits are now seen by the kernel program, so pid reuse does not count.
+#[test]
+fn a_reused_pid_does_not_keep_attach_running() {
+    let _serial = serial();
+    let mut victim = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = victim.id();
+    let dir = scratch("reuse");
+    let json = dir.join("a.json");
+    let mut attach = profiler()
+        .args(["attach", "--syscalls", "close", "--pid", &pid.to_string()])
+        .arg("--export-json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(attach.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("Tracing ") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "attach ended before tracing"
+        );
+    }
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    // Take the pid with an unrelated process: ns_last_pid makes the next fork get pid.
+    let mut impostor = None;
+    for _ in 0..50 {
+        std::fs::write("/proc/sys/kernel/ns_last_pid", (pid - 1).to_string()).unwrap();
+        let mut candidate = Command::new("sleep").arg("60").spawn().unwrap();
+        if candidate.id() == pid {
+            impostor = Some(candidate);
+            break;
+        }
+        let _ = candidate.kill();
+        let _ = candidate.wait();
+    }
+    let mut impostor = impostor.expect("no fork got the reused pid in 50 tries");
+    let status = wait_for(
+        &mut attach,
+        Duration::from_secs(10),
+        "attach (the impostor still runs)",
+    );
+    let _ = impostor.kill();
+    let _ = impostor.wait();
+    let stderr = std::io::read_to_string(stderr).unwrap();
+    assert!(status.success(), "{stderr}");
+    let json = read_json(&json);
+    assert_eq!(
+        json["metadata"]["settings"]["stopped"],
+        "every traced process exited"
+    );
+}
+
+/// A python3 process whose two threads call close(-1) as fast as they can, plus its main thread.
+const BUSY_THREADS: &str = "import os, threading
+def spin():
+    while True:
+        try:
+            os.close(-1)
+        except OSError:
+            pass
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+threading.Event().wait()
+";
+
+/// Attaching to a busy 2-thread process reported 829 calls "in flight at attach": the exit
+/// programs are attached before the entry programs, and every exit in between was counted. At
+/// most one call per thread can be in flight; none for a command started under attach.
+#[test]
+fn in_flight_drops_are_at_most_one_per_thread_and_none_for_a_started_command() {
+    let _serial = serial();
+    let no_start = |json: &serde_json::Value| {
+        json["measurements"][0]["dropped"]["by_reason"]["no_start"]
+            .as_u64()
+            .unwrap()
+    };
+    let mut busy = Command::new("python3")
+        .args(["-c", BUSY_THREADS])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    let pid = busy.id().to_string();
+    let (code, stderr, json) = attach_json(
+        "drops-pid",
+        &[
+            "--syscalls",
+            "close,read",
+            "--duration",
+            "2s",
+            "--pid",
+            &pid,
+        ],
+        Duration::from_secs(60),
+    );
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        calls_of(&json, "close") > 1000,
+        "the threads were busy: {json}"
+    );
+    assert!(
+        no_start(&json) <= 3,
+        "3 threads, at most 3 calls in flight: {}",
+        json["measurements"][0]["dropped"]
+    );
+
+    let (_, stderr, json) = attach_json(
+        "drops-cmd",
+        &[
+            "--syscalls",
+            "close,read",
+            "--duration",
+            "2s",
+            "--",
+            "python3",
+            "-c",
+            BUSY_THREADS,
+        ],
+        Duration::from_secs(60),
+    );
+    assert!(calls_of(&json, "close") > 1000, "{stderr}");
+    assert_eq!(no_start(&json), 0, "{}", json["measurements"][0]["dropped"]);
+}
+
+/// "Traced for 1.57s" for `--duration 1s`: the detach was counted in. The traced interval is
+/// from the last attach to the final read of the counters.
+#[test]
+fn traced_for_is_the_traced_interval_without_load_or_detach() {
+    let _serial = serial();
+    let (code, stderr, json) = attach_json(
+        "duration",
+        &["--duration", "1s", "--all"],
+        Duration::from_secs(60),
+    );
+    assert_eq!(code, Some(0), "{stderr}");
+    let traced = json["metadata"]["duration_s"].as_f64().unwrap();
+    assert!(
+        (1.0..1.1).contains(&traced),
+        "traced for {traced} s: {stderr}"
+    );
+}
+
+/// `--pid 2` (kthreadd) ran on and reported nothing; a thread id did the same.
+#[test]
+fn a_kernel_thread_is_refused_and_a_thread_id_is_taken_for_its_process() {
+    let _serial = serial();
+    let (code, stderr, _) = attach_json("kthread", &["--pid", "2"], Duration::from_secs(30));
+    assert_eq!(code, Some(1));
+    assert_eq!(stderr.lines().count(), 1, "one line: {stderr}");
+    assert!(stderr.contains("kernel thread 'kthreadd'"), "{stderr}");
+
+    let mut busy = Command::new("python3")
+        .args(["-c", BUSY_THREADS])
+        .spawn()
+        .unwrap();
+    let pid = busy.id();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let tid = loop {
+        let tids: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|e| e.unwrap().file_name().to_str()?.parse().ok())
+            .filter(|&t| t != pid)
+            .collect();
+        if let Some(&tid) = tids.first() {
+            break tid;
+        }
+        assert!(Instant::now() < deadline, "python started no thread");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let tid = tid.to_string();
+    let (code, stderr, json) = attach_json(
+        "tid",
+        &["--syscalls", "close", "--duration", "1s", "--pid", &tid],
+        Duration::from_secs(60),
+    );
+    let _ = busy.kill();
+    let _ = busy.wait();
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stderr.contains(&format!("pid {tid} is a thread of process {pid} (python3)")),
+        "{stderr}"
+    );
+    assert!(calls_of(&json, "close") > 1000, "{json}");
+}

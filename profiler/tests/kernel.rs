@@ -96,6 +96,7 @@ fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Ses
         target,
         programs: Programs::Profiler,
         group_exit,
+        follow_forks: true,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
 }
@@ -555,6 +556,7 @@ fn nonexistent_pid_is_refused() {
         target: Target::Processes(vec![999_999_999]),
         programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
+        follow_forks: true,
     })
     .err()
     .expect("a pid that does not exist is an error")
@@ -612,6 +614,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             target: Target::Processes(vec![child.pid()]),
             programs,
             group_exit: GroupExit::Auto,
+            follow_forks: true,
         })
         .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
         child.resume();

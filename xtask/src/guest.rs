@@ -22,6 +22,8 @@ pub struct Suite {
     pub kernel_tests: PathBuf,
     /// profiler/tests/c2c.rs, built.
     pub c2c_tests: PathBuf,
+    /// profiler/tests/faults.rs, built.
+    pub fault_tests: PathBuf,
     /// The release profiler.
     pub profiler: PathBuf,
 }
@@ -31,7 +33,7 @@ impl Suite {
     pub fn run(&self) -> Result<()> {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         println!("guest: {} kernel {}", self.label, release.trim());
-        let steps: [(&str, &dyn Fn() -> Result<()>); 4] = [
+        let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
             ("real-kernel tests (profiler/tests/kernel.rs)", &|| {
                 run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1"))
             }),
@@ -40,6 +42,9 @@ impl Suite {
                     "syscall_mechanisms_get_kernel_timed_send_columns",
                     "--exact",
                 ]))
+            }),
+            ("fault tests (profiler/tests/faults.rs)", &|| {
+                run_ok(Command::new(&self.fault_tests).arg("--test-threads=1"))
             }),
             ("profiler attach: exact counts across forks", &|| {
                 self.attach_counts_exactly()
@@ -66,7 +71,12 @@ impl Suite {
             println!("guest: all steps passed on {}", self.label);
             Ok(())
         } else {
-            bail!("{} of 4 steps failed on {}", failed.len(), self.label)
+            bail!(
+                "{} of {} steps failed on {}",
+                failed.len(),
+                steps.len(),
+                self.label
+            )
         }
     }
 

@@ -133,6 +133,8 @@ pub struct GuestBinaries {
     pub kernel_tests: PathBuf,
     /// profiler/tests/c2c.rs (its kernel-timer test).
     pub c2c_tests: PathBuf,
+    /// profiler/tests/faults.rs.
+    pub fault_tests: PathBuf,
     /// The release profiler (the servers binary sits next to it).
     pub profiler: PathBuf,
 }
@@ -160,6 +162,7 @@ impl GuestBinaries {
             xtask: std::env::current_exe().context("the xtask binary")?,
             kernel_tests: test_binary("kernel")?,
             c2c_tests: test_binary("c2c")?,
+            fault_tests: test_binary("faults")?,
             profiler: root().join("target/release/profiler"),
         })
     }
@@ -435,6 +438,8 @@ fn boot_and_run(
         .arg(&binaries.kernel_tests)
         .arg("--c2c-tests")
         .arg(&binaries.c2c_tests)
+        .arg("--fault-tests")
+        .arg(&binaries.fault_tests)
         .arg("--profiler")
         .arg(&binaries.profiler)
         .current_dir(root());

@@ -80,6 +80,8 @@ enum Task {
         #[arg(long)]
         c2c_tests: PathBuf,
         #[arg(long)]
+        fault_tests: PathBuf,
+        #[arg(long)]
         profiler: PathBuf,
     },
     /// The guest suite's workload: failing close(-1) calls in this process and its children.
@@ -159,12 +161,14 @@ fn run(cli: Cli) -> Result<ExitCode> {
             label,
             kernel_tests,
             c2c_tests,
+            fault_tests,
             profiler,
         } => {
             guest::Suite {
                 label,
                 kernel_tests,
                 c2c_tests,
+                fault_tests,
                 profiler,
             }
             .run()?;

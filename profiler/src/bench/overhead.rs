@@ -258,6 +258,7 @@ fn measure_one(
         }]),
         programs,
         group_exit: GroupExit::Auto,
+        follow_forks: true,
     })?;
     let ns = run(m.workload);
     let runs = session.program_run_stats();

@@ -7,7 +7,11 @@ pub mod environment;
 pub mod layout;
 pub mod syscall_names;
 
-use std::{collections::BTreeMap, path::Path, time::Duration};
+use std::{
+    collections::BTreeMap,
+    path::Path,
+    time::{Duration, Instant},
+};
 
 use aya::{
     Ebpf, EbpfLoader,
@@ -60,6 +64,9 @@ pub struct SessionConfig {
     pub programs: Programs,
     /// How the end of a process is detected ([`GroupExit::Auto`] but in tests of the other path).
     pub group_exit: GroupExit,
+    /// Whether the processes that tracked ones fork are tracked too (`attach --no-children`
+    /// turns it off).
+    pub follow_forks: bool,
 }
 
 /// Which programs a [`Session`] attaches.
@@ -101,6 +108,9 @@ pub struct Session {
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Every attachment, so `Drop` can detach them in parallel.
     links: Vec<(String, LinkId)>,
+    /// When the last program was attached (or the counters were last reset): the start of the
+    /// interval the counters cover.
+    armed_at: Instant,
 }
 
 impl Drop for Session {
@@ -194,13 +204,34 @@ impl Session {
             first_named: u32::from(trace_all != 0),
             logger,
             links: Vec::new(),
+            armed_at: Instant::now(),
         };
         session.write_slots()?;
         for pid in initial {
             session.track(pid)?;
         }
-        session.attach(config.programs)?;
+        session.attach(config.programs, config.follow_forks)?;
+        session.arm()?;
         Ok(session)
+    }
+
+    /// Tells the exit program that every program is attached, so an exit without an entry is
+    /// from now on a call that was in flight (counted as dropped, at most one per thread).
+    fn arm(&mut self) -> Result<(), SetupError> {
+        let mut armed: Array<&mut MapData, u32> = self.map_mut("ARMED")?;
+        armed
+            .set(0, 1, 0)
+            .map_err(|e| SetupError::bpf("writing ARMED", e))?;
+        self.armed_at = Instant::now();
+        Ok(())
+    }
+
+    /// How long the counters have been counting: since every program was attached, or since the
+    /// last [`Session::reset`]. Read it next to a snapshot: it excludes the load before and the
+    /// detach after.
+    #[must_use]
+    pub fn traced_for(&self) -> Duration {
+        self.armed_at.elapsed()
     }
 
     /// The syscalls being timed, in slot order.
@@ -210,10 +241,15 @@ impl Session {
     }
 
     /// Starts timing process `pid` (and the children it forks from now on).
+    ///
+    /// A process that exits is untracked by the kernel program on `sched_process_exit`, so a pid
+    /// reused later is not traced. One that exits before it is in the map would stay tracked: a
+    /// pidfd taken first tells, without racing pid reuse, whether it exited meanwhile.
     pub fn track(&mut self, pid: u32) -> Result<(), SetupError> {
         if self.named.contains(&pid) {
             return Ok(());
         }
+        let pidfd = crate::process::PidFd::open(pid).ok_or(SetupError::NoSuchProcess(pid))?;
         let index = u32::try_from(self.named.len()).unwrap_or(u32::MAX) + self.first_named;
         if index >= FIRST_FORKED_PROCESS {
             return Err(SetupError::TooManyPids(self.named.len() + 1));
@@ -225,8 +261,25 @@ impl Session {
         tracked.set(pid, index + 1, 0).map_err(|e| {
             SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e)
         })?;
+        if pidfd.exited() {
+            tracked
+                .set(pid, 0, 0)
+                .map_err(|e| SetupError::bpf(format!("untracking pid {pid}"), e))?;
+        }
         self.named.push(pid);
         Ok(())
+    }
+
+    /// Whether any process the session tracks (named or forked) is still alive, as the kernel
+    /// programs see it: exits are seen on `sched_process_exit`, so an unrelated process that
+    /// reuses a pid later does not count.
+    pub fn any_tracked_alive(&self) -> Result<bool, SetupError> {
+        for pid in self.tracked_pids()? {
+            if self.is_tracking(pid)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Whether the kernel programs still count `pid` as tracked: false once its last thread
@@ -317,6 +370,7 @@ impl Session {
             }
             Ok(())
         }
+        self.armed_at = Instant::now();
         let slots = self.syscalls.len() as u32;
         zero::<SyscallSlot>(self, "SYSCALLS", slots, cpus)?;
         zero::<LatencyBuckets>(self, "EVENTS", slots, cpus)?;
@@ -508,7 +562,7 @@ impl Session {
         Ok(())
     }
 
-    fn attach(&mut self, programs: Programs) -> Result<(), SetupError> {
+    fn attach(&mut self, programs: Programs, follow_forks: bool) -> Result<(), SetupError> {
         let (enter, exit, point) = match programs {
             Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
             Programs::Empty(AttachPoint::Tracepoint) => ("noop", "noop", AttachPoint::Tracepoint),
@@ -544,7 +598,9 @@ impl Session {
             }
         }
         if programs == Programs::Profiler {
-            self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
+            if follow_forks {
+                self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
+            }
             self.attach_program(
                 "process_exit",
                 &[("sched".into(), "sched_process_exit".into())],

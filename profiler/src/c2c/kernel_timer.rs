@@ -27,6 +27,7 @@ impl KernelSyscallTimer {
             target: Target::Processes(vec![std::process::id()]),
             programs: Programs::Profiler,
             group_exit: GroupExit::Auto,
+            follow_forks: true,
         })?;
         Ok(Self {
             session,

@@ -448,6 +448,7 @@ fn measure_run(
                 target: Target::Processes(vec![pid]),
                 programs: Programs::Profiler,
                 group_exit: GroupExit::Auto,
+                follow_forks: true,
             })?;
             *session.borrow_mut() = Some(s);
         }
