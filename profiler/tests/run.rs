@@ -300,6 +300,14 @@ fn bad_option_values_get_one_line_errors() {
         ),
         (vec!["--idle-conns", "99999999999"], "--idle-conns"),
         (vec!["--syscalls", ","], "names no syscall"),
+        (
+            vec!["--rate", "1e-9", "--duration", "1s"],
+            "raise --rate or lengthen --duration",
+        ),
+        (
+            vec!["--rate", "1e-9", "--requests", "1000"],
+            "raise --rate or lower --requests",
+        ),
     ] {
         let (code, stderr) = profiler_run(&args);
         assert_ne!(code, 0, "{args:?} succeeded");
@@ -309,5 +317,86 @@ fn bad_option_values_get_one_line_errors() {
             "{args:?}: {stderr}"
         );
         assert!(lines.len() <= 3, "{args:?}: a short error, got:\n{stderr}");
+    }
+}
+
+/// One Ctrl-C (or two) during a paced run used to go unnoticed until the run ended (`--rate
+/// 1e-9` ran for 18 minutes under `timeout 120`), and a second one exited with nothing written.
+/// Now the run in progress ends at once and the completed runs are written, marked partial.
+#[test]
+fn ctrl_c_ends_the_run_in_progress_and_keeps_the_completed_runs() {
+    for signals in [1, 2] {
+        let _serial = serial();
+        let dir = tempfile::tempdir().unwrap();
+        let json = dir.path().join("run.json");
+        // Four paced runs of 2 s each.
+        let mut run = Command::new(env!("CARGO_BIN_EXE_profiler"))
+            .args([
+                "run",
+                "--variants",
+                "lt",
+                "--concurrency",
+                "1",
+                "--runs",
+                "4",
+                "--rate",
+                "500",
+                "--requests",
+                "1000",
+                "--warmup",
+                "0",
+                "--export-json",
+            ])
+            .arg(&json)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The second run has begun when a second server process has been started.
+        let mut servers = std::collections::BTreeSet::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while servers.len() < 2 {
+            assert!(std::time::Instant::now() < deadline, "no second run began");
+            assert!(run.try_wait().unwrap().is_none(), "run ended early");
+            servers.extend(profiler::process::descendants(run.id()));
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::thread::sleep(Duration::from_millis(500));
+        let signalled = std::time::Instant::now();
+        for _ in 0..signals {
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(run.id() as i32, libc::SIGINT) };
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let status = loop {
+            if let Some(status) = run.try_wait().unwrap() {
+                break status;
+            }
+            assert!(
+                signalled.elapsed() < Duration::from_secs(10),
+                "run went on after Ctrl-C"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let stopped_after = signalled.elapsed();
+        let stderr = std::io::read_to_string(run.stderr.take().unwrap()).unwrap();
+        assert_eq!(status.code(), Some(130), "{stderr}");
+        assert!(
+            stopped_after < Duration::from_secs(3),
+            "{signals} Ctrl-C: stopped after {stopped_after:?}, not within the run's 2 s"
+        );
+        let data: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(&json)
+                .unwrap_or_else(|e| panic!("{signals} Ctrl-C: no JSON written ({e}): {stderr}")),
+        )
+        .unwrap();
+        assert_eq!(data["partial"], true);
+        let runs = data["measurements"].as_array().unwrap();
+        assert_eq!(runs.len(), 1, "the first run only: {runs:?}");
+        assert_eq!(runs[0]["run"], 1);
+        assert_eq!(
+            runs[0]["load"]["requests"], 1000,
+            "a completed run, not a cut one"
+        );
     }
 }

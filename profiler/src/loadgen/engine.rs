@@ -34,6 +34,7 @@ struct Plan {
     /// successive clients' first sends.
     pacing: Option<(Duration, Duration)>,
     progress: Option<Arc<AtomicU64>>,
+    cancel: Option<Arc<AtomicBool>>,
 }
 
 impl Plan {
@@ -78,6 +79,7 @@ pub(crate) fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
         },
         pacing,
         progress: spec.progress.clone(),
+        cancel: spec.cancel.clone(),
     });
 
     // One runtime per client CPU (one unpinned runtime if none), never more than clients.
@@ -156,6 +158,10 @@ pub(crate) fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
         corrected_latency: merged.corrected,
         connect_latency: merged.connect,
         errors: merged.errors,
+        interrupted: plan
+            .cancel
+            .as_ref()
+            .is_some_and(|c| c.load(Ordering::Relaxed)),
     })
 }
 
@@ -215,9 +221,23 @@ fn runtime_thread(
                 ))
             })
             .collect();
+        // Cancellation aborts the clients wherever they wait (a paced sleep, a request).
+        if let Some(cancel) = plan.cancel.clone() {
+            let clients: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+            tokio::task::spawn_local(async move {
+                let mut tick = tokio::time::interval(super::CANCEL_CHECK);
+                loop {
+                    tick.tick().await;
+                    if cancel.load(Ordering::Relaxed) {
+                        clients.iter().for_each(tokio::task::AbortHandle::abort);
+                        break;
+                    }
+                }
+            });
+        }
         let mut panicked = false;
         for t in tasks {
-            panicked |= t.await.is_err();
+            panicked |= t.await.is_err_and(|e| e.is_panic());
         }
         panicked
     });

@@ -26,7 +26,10 @@ mod workload;
 
 use std::{
     net::SocketAddr,
-    sync::{Arc, atomic::AtomicU64},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, AtomicU64},
+    },
     time::Duration,
 };
 
@@ -74,7 +77,13 @@ pub struct LoadSpec {
     pub timeout: Duration,
     /// Incremented once per finished request (ok or failed), e.g. for a progress bar.
     pub progress: Option<Arc<AtomicU64>>,
+    /// Set (by a Ctrl-C handler) to end the run early: every client stops within
+    /// [`CANCEL_CHECK`], and the report says it was [`LoadReport::interrupted`].
+    pub cancel: Option<Arc<AtomicBool>>,
 }
+
+/// How often a running load checks [`LoadSpec::cancel`].
+pub const CANCEL_CHECK: Duration = Duration::from_millis(50);
 
 impl LoadSpec {
     /// A serial run of 1000 requests with the default payload and timeout, unpinned.
@@ -89,6 +98,7 @@ impl LoadSpec {
             client_cpus: Vec::new(),
             timeout: DEFAULT_TIMEOUT,
             progress: None,
+            cancel: None,
         }
     }
 
@@ -136,6 +146,8 @@ pub struct LoadReport {
     pub connect_latency: Option<Histogram<u64>>,
     /// Failed requests by kind.
     pub errors: ErrorCounts,
+    /// Cut short by [`LoadSpec::cancel`]: not the run that was asked for.
+    pub interrupted: bool,
 }
 
 impl LoadReport {

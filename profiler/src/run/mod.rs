@@ -314,9 +314,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
         signal_hook::consts::SIGHUP,
     ] {
-        // A second Ctrl-C exits at once.
-        signal_hook::flag::register_conditional_shutdown(signal, 130, Arc::clone(&interrupted))
-            .context("installing the Ctrl-C handler")?;
+        // The first one ends the run in progress within a load check (50 ms) and the teardown;
+        // a second one changes nothing: the completed runs are still written.
         signal_hook::flag::register(signal, Arc::clone(&interrupted))
             .context("installing the Ctrl-C handler")?;
     }
@@ -358,8 +357,23 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                     break 'scenarios;
                 }
                 progress.start_run(&spec.title, variant, kind, number);
-                match measure_run(options, spec, variant, kind, number, &progress) {
-                    Ok(run) => {
+                match measure_run(
+                    options,
+                    spec,
+                    variant,
+                    kind,
+                    number,
+                    &progress,
+                    &interrupted,
+                ) {
+                    Ok(None) => {
+                        // Interrupted: the run in progress is not a run that was asked for.
+                        stopped_early = Some("interrupted".to_owned());
+                        result.variants.push(vr);
+                        scenarios.push(result);
+                        break 'scenarios;
+                    }
+                    Ok(Some(run)) => {
                         if let Some(how) = &run.server_died {
                             vr.failure = Some(format!(
                                 "the server {how} during {} run {number}",
@@ -405,7 +419,7 @@ fn kind_name(kind: RunKind) -> &'static str {
 }
 
 /// One run: start the server (tracked from its first syscall when profiled), warm up, zero the
-/// kernel counters, measure, read, stop.
+/// kernel counters, measure, read, stop. `None` when `cancel` cut it short.
 fn measure_run(
     options: &RunOptions,
     spec: &ScenarioSpec,
@@ -413,7 +427,8 @@ fn measure_run(
     kind: RunKind,
     number: u32,
     progress: &Progress,
-) -> Result<RunResult> {
+    cancel: &Arc<AtomicBool>,
+) -> Result<Option<RunResult>> {
     if spec.drop_caches {
         server::drop_caches()?;
     }
@@ -469,6 +484,7 @@ fn measure_run(
     load_spec.rate = options.rate;
     load_spec.client_cpus = options.client_cpus.clone();
     load_spec.timeout = options.timeout;
+    load_spec.cancel = Some(Arc::clone(cancel));
     let mut warmup_requests = 0;
     if let Some(warmup) = options.warmup {
         let mut warm = load_spec.clone();
@@ -476,6 +492,12 @@ fn measure_run(
         warm.rate = None;
         let report = loadgen::run(&warm).context("warm-up")?;
         warmup_requests = report.requests + report.errors.total();
+    }
+    if cancel.load(Ordering::Relaxed) {
+        drop(idle);
+        drop(session);
+        server.stop(false)?;
+        return Ok(None);
     }
     load_spec.stop = spec.stop;
     let counter = Arc::new(AtomicU64::new(0));
@@ -507,8 +529,11 @@ fn measure_run(
         .map(|how| format!("{how}{}", server.stderr_tail()));
     drop(idle);
     drop(session);
-    server.stop(kind == RunKind::Strace)?;
+    server.stop(kind == RunKind::Strace && !cancel.load(Ordering::Relaxed))?;
     let load = load?;
+    if load.interrupted {
+        return Ok(None);
+    }
 
     let strace = if kind == RunKind::Strace {
         strace::parse_summary(&std::fs::read_to_string(strace_out.path()).unwrap_or_default())
@@ -517,7 +542,7 @@ fn measure_run(
     };
     let server_cpu =
         (kind != RunKind::Strace && server_died.is_none()).then(|| cpu_after.since(&cpu_before));
-    Ok(RunResult {
+    Ok(Some(RunResult {
         run: number,
         kind,
         load,
@@ -526,7 +551,7 @@ fn measure_run(
         server_cpu,
         server_died,
         warmup_requests,
-    })
+    }))
 }
 
 /// The client has its last answer before the server has closed that connection: wait (at most

@@ -57,6 +57,9 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         (None, Some(d)) => Stop::Duration(d),
         (None, None) => Stop::Requests(DEFAULT_REQUESTS),
     };
+    if let Some(rate) = args.rate {
+        check_rate(rate, stop)?;
+    }
     let runs = args.runs.unwrap_or(DEFAULT_RUNS);
     let name = |c: u64| scenario_title(workload, stop, c);
     let mut scenarios = match args.preset.as_deref() {
@@ -125,6 +128,24 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         timeout: args.timeout,
         progress: true,
     })
+}
+
+/// An open-loop rate that cannot make the run: no request inside a `--duration`, or `-n` requests
+/// that would take more than a year.
+fn check_rate(rate: f64, stop: Stop) -> Result<()> {
+    let interval = 1.0 / rate;
+    match stop {
+        Stop::Duration(d) if interval > d.as_secs_f64() => bail!(
+            "--rate {rate} sends a request every {} but the run lasts {}: raise --rate or lengthen --duration",
+            crate::report::units::duration_ns(interval * 1e9),
+            crate::report::units::duration_ns(d.as_secs_f64() * 1e9),
+        ),
+        Stop::Requests(n) if n as f64 * interval > 365.0 * 86_400.0 => bail!(
+            "--rate {rate} would take {} to send {n} requests: raise --rate or lower --requests",
+            crate::report::units::duration_ns(n as f64 * interval * 1e9),
+        ),
+        _ => Ok(()),
+    }
 }
 
 fn scenario_title(workload: Workload, stop: Stop, concurrency: u64) -> String {
