@@ -350,7 +350,9 @@ fn export_data(
             run: None,
             syscalls: snapshot,
             load: None,
+            failure: None,
         }],
         partial,
+        failures: Vec::new(),
     }
 }

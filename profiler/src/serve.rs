@@ -74,8 +74,10 @@ impl MetricsSource {
                 run: None,
                 syscalls: snapshot,
                 load: None,
+                failure: None,
             }],
             partial: false,
+            failures: Vec::new(),
         };
         Ok(prometheus::render(&data))
     }

@@ -197,7 +197,7 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     )
     .unwrap();
     let mut opts = options(
-        &[Variant::Et],
+        &[Variant::Et, Variant::Lt],
         ScenarioSpec::new("dies", 1, Stop::Duration(Duration::from_secs(2)), 1),
     );
     opts.server_bin = wrapper;
@@ -226,6 +226,52 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
         report.contains("!! et: the server exited with status 3"),
         "{report}"
     );
+    // Its QPS was measured against a dead server: failed, not a figure to compare.
+    assert!(
+        report
+            .lines()
+            .any(|l| l.starts_with("et ") && l.split_whitespace().nth(2) == Some("failed")),
+        "the runs table marks the run failed:\n{report}"
+    );
+    let qps_row = report
+        .lines()
+        .find(|l| l.starts_with("QPS (mean of runs)"))
+        .unwrap_or_else(|| panic!("no side-by-side table:\n{report}"));
+    assert_eq!(qps_row.matches("failed").count(), 2, "{qps_row}");
+
+    // Every format says so, and the data is partial.
+    use profiler::export::{
+        Exporter as _, csv::Csv, html::Html, json::Json, markdown::Markdown, prometheus::Prometheus,
+    };
+    let data = run::to_export(&experiment, profiler::export::Metadata::collect("run"));
+    let json: serde_json::Value = serde_json::from_slice(&Json.render(&data).unwrap()).unwrap();
+    assert_eq!(json["partial"], true);
+    let failures = json["failures"].as_array().unwrap();
+    assert_eq!(failures.len(), 2, "{failures:?}");
+    assert!(
+        failures[0]
+            .as_str()
+            .unwrap()
+            .starts_with("et, concurrency 1: the server exited with status 3")
+    );
+    assert!(
+        json["measurements"][0]["failure"]
+            .as_str()
+            .is_some_and(|f| f.contains("exited with status 3"))
+    );
+    for exporter in [
+        &Csv as &dyn profiler::export::Exporter,
+        &Markdown,
+        &Html,
+        &Prometheus,
+    ] {
+        let text = String::from_utf8(exporter.render(&data).unwrap()).unwrap();
+        assert!(
+            text.contains("exited with status 3"),
+            "{} leaves the failure out",
+            exporter.name()
+        );
+    }
 }
 
 #[test]

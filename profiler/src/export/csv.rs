@@ -39,6 +39,7 @@ pub const COLUMNS: &[&str] = &[
     "requests",
     "qps",
     "partial",
+    "failure",
 ];
 
 impl Exporter for Csv {
@@ -84,7 +85,8 @@ impl Exporter for Csv {
                         .map(|l| format!("{:.1}", l.qps))
                         .unwrap_or_default(),
                 );
-                row.push(data.partial.to_string());
+                row.push(data.partial_note().is_some().to_string());
+                row.push(m.failure.as_deref().map(quote).unwrap_or_default());
                 let _ = writeln!(out, "{}", row.join(","));
             }
         }

@@ -215,11 +215,10 @@ pub fn interval_log(s: &HdrSeries, data: &ExportData) -> Result<Vec<u8>> {
             "syscall-profiler {} export: {}, latency in ns",
             data.metadata.profiler_version, s.stem
         ))
-        .add_comment(if data.partial {
-            "partial: the command was interrupted"
-        } else {
-            "complete"
-        })
+        .add_comment(&data.partial_note().map_or_else(
+            || "complete".to_owned(),
+            |note| format!("partial: {}", note.replace('\n', " ")),
+        ))
         .with_start_time(start)
         .with_base_time(start)
         .with_max_value_divisor(HGRM_SCALING_RATIO);

@@ -51,8 +51,12 @@ pub fn render(data: &ExportData) -> String {
     );
     let _ = writeln!(out, "<style>{STYLE}</style></head><body>");
     out.push_str("<h1>syscall-profiler report</h1>\n");
-    if data.partial {
-        out.push_str("<p class=\"partial\"><b>Partial:</b> the command was interrupted; these are the measurements until then.</p>\n");
+    if let Some(note) = data.partial_note() {
+        let _ = writeln!(
+            out,
+            "<p class=\"partial\"><b>Partial:</b> {}.</p>",
+            esc(&note)
+        );
     }
     let _ = writeln!(
         out,

@@ -42,6 +42,7 @@ pub fn drop_reason_key(reason: DropReason) -> &'static str {
 struct Document<'a> {
     schema_version: u32,
     partial: bool,
+    failures: &'a [String],
     metadata: &'a Metadata,
     measurements: Vec<MeasurementJson<'a>>,
 }
@@ -50,7 +51,8 @@ impl<'a> From<&'a ExportData> for Document<'a> {
     fn from(data: &'a ExportData) -> Self {
         Self {
             schema_version: SCHEMA_VERSION,
-            partial: data.partial,
+            partial: data.partial || !data.failures.is_empty(),
+            failures: &data.failures,
             metadata: &data.metadata,
             measurements: data
                 .measurements
@@ -66,6 +68,7 @@ struct MeasurementJson<'a> {
     variant: Option<&'a str>,
     concurrency: Option<usize>,
     run: Option<u32>,
+    failure: Option<&'a str>,
     load: Option<LoadJson<'a>>,
     syscalls: Vec<SyscallJson<'a>>,
     processes: Vec<ProcessJson<'a>>,
@@ -78,6 +81,7 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             variant: m.variant.as_deref(),
             concurrency: m.concurrency,
             run: m.run,
+            failure: m.failure.as_deref(),
             load: m.load.as_ref().map(LoadJson::from),
             syscalls: m
                 .syscalls

@@ -101,8 +101,8 @@ fn cell(text: &str) -> String {
 pub fn render(data: &ExportData) -> String {
     let md = &data.metadata;
     let mut out = String::from("# syscall-profiler report\n\n");
-    if data.partial {
-        out.push_str("> **Partial:** the command was interrupted; these are the measurements until then.\n\n");
+    if let Some(note) = data.partial_note() {
+        let _ = writeln!(out, "> **Partial:** {}.\n", note.replace('\n', " "));
     }
     let _ = writeln!(
         out,

@@ -27,7 +27,7 @@ use crate::{
 };
 
 /// Version of the JSON schema (`docs/EXPORT_SCHEMA.md`); bump on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Where and how the measurements were made.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -115,6 +115,9 @@ pub struct Measurement {
     pub syscalls: Snapshot,
     /// What the load generator measured (`run` only).
     pub load: Option<LoadSummary>,
+    /// Why this run (or, for an aggregate, one of its variant's runs) failed: its figures are
+    /// not a measurement of the server, and are not compared.
+    pub failure: Option<String>,
 }
 
 /// Everything an export writes.
@@ -126,6 +129,32 @@ pub struct ExportData {
     pub measurements: Vec<Measurement>,
     /// True when the command was interrupted or failed part-way: what was measured until then.
     pub partial: bool,
+    /// One line per failed run or variant ("et, concurrency 1: the server exited with status
+    /// 3 during profiled run 1"); a failure makes the data partial.
+    pub failures: Vec<String>,
+}
+
+impl ExportData {
+    /// The partial banner every format shows, when the data is partial.
+    #[must_use]
+    pub fn partial_note(&self) -> Option<String> {
+        if !self.partial && self.failures.is_empty() {
+            return None;
+        }
+        Some(if self.failures.is_empty() {
+            "the command was interrupted; these are the measurements until then".to_owned()
+        } else {
+            format!(
+                "{} failed: {}",
+                if self.failures.len() == 1 {
+                    "a run"
+                } else {
+                    "runs"
+                },
+                self.failures.join("; ")
+            )
+        })
+    }
 }
 
 /// The quantiles every format reports, with their column suffix (`p99.9` is `p99_9` in names).

@@ -71,8 +71,9 @@ pub fn cumulative(hist: &LatencyHistogram, bounds: &[u64], clamped: bool) -> (Ve
 pub fn render(data: &ExportData) -> String {
     let summaries = data.summaries();
     let mut out = String::with_capacity(16 * 1024);
-    if data.partial {
-        out.push_str("# partial: the command was interrupted; these are the counts until then\n");
+    if let Some(note) = data.partial_note() {
+        // One comment line: a failure's text may hold a newline (a server's stderr tail).
+        let _ = writeln!(out, "# partial: {}", note.replace('\n', " "));
     }
     let latency_bounds = latency_bounds_ns();
     let latency_le: Vec<String> = latency_bounds

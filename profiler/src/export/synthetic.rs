@@ -253,6 +253,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
                     run: Some(run),
                     syscalls: snap,
                     load: Some(l.clone()),
+                    failure: None,
                 });
                 loads.push(l);
             }
@@ -275,6 +276,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
                     server_cpu_ns: None,
                     server_on_cpu_ns: None,
                 }),
+                failure: None,
             });
         }
     }
@@ -282,6 +284,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
         metadata,
         measurements,
         partial: false,
+        failures: Vec::new(),
     }
 }
 
@@ -304,7 +307,9 @@ pub fn attach_data() -> ExportData {
             run: None,
             syscalls: snapshot(&mut rng, &shape, 1),
             load: None,
+            failure: None,
         }],
         partial: false,
+        failures: Vec::new(),
     }
 }

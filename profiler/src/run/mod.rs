@@ -127,8 +127,15 @@ fn settings(metadata: &mut Metadata, options: &RunOptions) {
 #[must_use]
 pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
     let mut measurements = Vec::new();
+    let mut failures = Vec::new();
     for scenario in &experiment.scenarios {
         for v in &scenario.variants {
+            if let Some(failure) = &v.failure {
+                failures.push(format!(
+                    "{}, concurrency {}: {failure}",
+                    v.variant, scenario.concurrency
+                ));
+            }
             let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
             for r in &runs {
                 measurements.push(Measurement {
@@ -137,6 +144,10 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     run: Some(r.run),
                     syscalls: r.syscalls.clone(),
                     load: Some(load_summary(&[*r])),
+                    failure: r
+                        .server_died
+                        .as_ref()
+                        .map(|how| format!("the server {how}")),
                 });
             }
             if runs.len() > 1 {
@@ -146,6 +157,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     run: None,
                     syscalls: v.merged_syscalls(),
                     load: Some(load_summary(&runs)),
+                    failure: v.failure.clone(),
                 });
             }
         }
@@ -153,7 +165,8 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
     ExportData {
         metadata,
         measurements,
-        partial: experiment.stopped_early.is_some(),
+        partial: experiment.stopped_early.is_some() || !failures.is_empty(),
+        failures,
     }
 }
 

@@ -125,7 +125,26 @@ fn runs_table(s: &ScenarioResult) -> String {
     ]);
     let mut warnings = Vec::new();
     for v in &s.variants {
-        let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
+        // A run whose server died measured a dead server: shown as failed, never compared.
+        for r in v
+            .of_kind(RunKind::Profiled)
+            .filter(|r| r.server_died.is_some())
+        {
+            table.row(
+                [
+                    v.variant.to_string(),
+                    r.run.to_string(),
+                    "failed".to_owned(),
+                ]
+                .into_iter()
+                .chain(latency_cells(&r.load.latency))
+                .chain([r.load.requests.to_string(), r.load.errors.to_string()]),
+            );
+        }
+        let runs: Vec<&RunResult> = v
+            .of_kind(RunKind::Profiled)
+            .filter(|r| r.server_died.is_none())
+            .collect();
         let qps: Vec<f64> = runs.iter().map(|r| r.load.qps()).collect();
         let flagged = outliers(&qps);
         for (i, r) in runs.iter().enumerate() {
@@ -495,11 +514,20 @@ fn comparison_table(s: &ScenarioResult) -> String {
                 .map_or("-".to_owned(), |x| duration_ns(x.mean_ns()))
         }
     };
+    let failed = |v: &VariantResult| v.failure.is_some();
     table.row(row("QPS (mean of runs)", &|v, _, _| {
-        format!("{:.0}", Spread::of(&qps(v)).mean)
+        if failed(v) {
+            "failed".to_owned()
+        } else {
+            format!("{:.0}", Spread::of(&qps(v)).mean)
+        }
     }));
     table.row(row("QPS σ", &|v, _, _| {
-        format!("{:.0}", Spread::of(&qps(v)).stddev)
+        if failed(v) {
+            "failed".to_owned()
+        } else {
+            format!("{:.0}", Spread::of(&qps(v)).stddev)
+        }
     }));
     table.row(row("latency p50", &|v, _, _| latency(v, 0.5)));
     table.row(row("latency p99", &|v, _, _| latency(v, 0.99)));
@@ -588,7 +616,7 @@ fn baseline_table(s: &ScenarioResult) -> String {
         "p50 baseline",
         "p50 change",
     ]);
-    for v in &s.variants {
+    for v in s.variants.iter().filter(|v| v.failure.is_none()) {
         let Some(base) = v.of_kind(RunKind::Baseline).next() else {
             continue;
         };
