@@ -58,10 +58,7 @@ fn run(cli: Cli) -> Result<i32> {
             attach::run(&options)
         }
         Command::Run(args) => profiler::run::main(&args),
-        Command::C2c(args) => {
-            run_c2c(&args)?;
-            Ok(0)
-        }
+        Command::C2c(args) => run_c2c(&args),
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;
             Ok(0)
@@ -90,12 +87,22 @@ fn resolve(names: &[String]) -> Result<Vec<Syscall>> {
     Ok(Syscall::resolve_list(names)?)
 }
 
-fn run_c2c(args: &C2cArgs) -> Result<()> {
+fn run_c2c(args: &C2cArgs) -> Result<i32> {
+    // Ctrl-C ends the mechanism in progress at its time limit, then prints what was measured.
+    let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupt))?;
+    }
     let options = C2cOptions {
         cpus: args.cpus,
         round_trips: args.round_trips,
         mechanisms: Mechanism::parse_list(&args.mechanisms)?,
         time_limit: args.time_limit,
+        interrupt: Some(interrupt),
     };
     let mut timer = if args.no_syscalls {
         None
@@ -116,7 +123,7 @@ fn run_c2c(args: &C2cArgs) -> Result<()> {
     } else {
         profiler::output::stdout(&report.to_string());
     }
-    Ok(())
+    Ok(if report.interrupted { 130 } else { 0 })
 }
 
 /// The error and its causes on one line, leaving out a cause whose text the line already holds

@@ -54,6 +54,8 @@ impl StoppedChild {
         if capture_stdout && unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
             bail!("pipe failed: {}", std::io::Error::last_os_error());
         }
+        // SAFETY: getpid has no preconditions.
+        let parent = unsafe { libc::getpid() };
         // SAFETY: fork in a process that may have threads: the child calls only async-signal-safe
         // functions (dup2, setpgid, prctl, raise, execv, _exit) on memory prepared before the fork.
         let pid = unsafe { libc::fork() };
@@ -69,9 +71,17 @@ impl StoppedChild {
                 if stderr_fd >= 0 {
                     libc::dup2(stderr_fd, 2);
                 }
+                // Should we die without stopping it (SIGKILL), it goes too: a server gets
+                // SIGTERM to exit cleanly, a command SIGKILL. If we died before the prctl, the
+                // parent is already someone else.
                 if isolated {
                     libc::setpgid(0, 0);
                     libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                } else {
+                    libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                }
+                if libc::getppid() != parent {
+                    libc::_exit(127);
                 }
                 libc::raise(libc::SIGSTOP);
                 libc::execv(program.as_ptr(), argv.as_ptr());
@@ -194,6 +204,25 @@ pub fn resolve_program(name: &str) -> Result<PathBuf> {
         .map(|dir| dir.join(name))
         .find(|p| is_executable(p))
         .with_context(|| format!("command not found: '{name}' is not on PATH"))
+}
+
+/// Makes the child that `command` starts die with SIGKILL when the profiler dies, however it
+/// dies (SIGKILL included), so no helper it started (bpftrace, an idle child) outlives it.
+pub fn die_with_parent(command: &mut std::process::Command) -> &mut std::process::Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the forked child before exec and calls only async-signal-safe
+    // functions (prctl, getppid).
+    unsafe {
+        command.pre_exec(move || {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("the profiler exited"));
+            }
+            Ok(())
+        })
+    }
 }
 
 /// A pidfd: a handle on one process that a later process reusing its pid does not share.

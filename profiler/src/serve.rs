@@ -2,16 +2,18 @@
 //! start, as Prometheus metrics on `GET /metrics` (the format of `--export-prom`). Every host runs
 //! one; an existing Prometheus scrapes them all.
 //!
-//! One thread serves one request at a time: a scrape reads the maps and renders a few kilobytes,
-//! well under a millisecond, so a queue of scrapers never waits long.
+//! Each connection gets a thread of its own, at most [`MAX_CONNECTIONS`] at once, and
+//! [`REQUEST_DEADLINE`] for its whole request: a slow or idle client (slowloris) holds only its
+//! own thread, never another's scrape. Rendering takes a lock around the maps, under a
+//! millisecond.
 
 use std::{
     io::{Read as _, Write as _},
     net::{SocketAddr, TcpListener, TcpStream},
     os::fd::AsRawFd as _,
     sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
 };
@@ -39,31 +41,48 @@ pub struct ServeOptions {
 /// The Prometheus content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
-/// Longest a client may take to send its request before it is dropped.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest a client may take to send its whole request (and read the answer) before it is
+/// dropped: a deadline for the request, not a timeout per read.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
+
+/// Connections served at once; one more is answered 503 and closed.
+pub const MAX_CONNECTIONS: usize = 64;
 
 /// An attached session and what a scrape needs to describe it.
 pub struct MetricsSource {
     session: Session,
     metadata: Metadata,
     started: Instant,
+    /// `--all`: no tracked set, so no liveness gauges.
+    all: bool,
 }
 
 impl MetricsSource {
     /// Wraps a started session; `metadata` describes it (command `serve`).
     #[must_use]
-    pub fn new(session: Session, metadata: Metadata) -> Self {
+    pub fn new(session: Session, metadata: Metadata, all: bool) -> Self {
         Self {
             session,
             metadata,
             started: Instant::now(),
+            all,
         }
     }
 
-    /// Reads the counters and renders them in the Prometheus text format.
+    /// Reads the counters and renders them in the Prometheus text format, with two gauges of
+    /// the target: how many tracked processes are alive, and `up`-style whether any is.
     pub fn render(&mut self) -> Result<String> {
         self.session.flush_logs();
         let snapshot = self.session.snapshot()?;
+        let alive = if self.all {
+            None
+        } else {
+            let mut alive = 0;
+            for pid in self.session.tracked_pids()? {
+                alive += usize::from(self.session.is_tracking(pid)?);
+            }
+            Some(alive)
+        };
         let mut metadata = self.metadata.clone();
         metadata.duration_s = self.started.elapsed().as_secs_f64();
         let data = ExportData {
@@ -79,7 +98,21 @@ impl MetricsSource {
             partial: false,
             failures: Vec::new(),
         };
-        Ok(prometheus::render(&data))
+        let mut text = prometheus::render(&data);
+        if let Some(alive) = alive {
+            use std::fmt::Write as _;
+            let _ = write!(
+                text,
+                "# HELP syscall_profiler_tracked_processes_alive Tracked processes that have not exited.\n\
+                 # TYPE syscall_profiler_tracked_processes_alive gauge\n\
+                 syscall_profiler_tracked_processes_alive {alive}\n\
+                 # HELP syscall_profiler_target_up 1 while any tracked process is alive, 0 once all have exited (the counters are then frozen).\n\
+                 # TYPE syscall_profiler_target_up gauge\n\
+                 syscall_profiler_target_up {}\n",
+                u8::from(alive > 0)
+            );
+        }
+        Ok(text)
     }
 }
 
@@ -139,7 +172,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             .collect::<Vec<_>>()
             .join(","),
     );
-    let mut source = MetricsSource::new(session, metadata);
+    let mut source = MetricsSource::new(session, metadata, options.all);
     let address = listener
         .local_addr()
         .context("reading the listening address")?;
@@ -147,28 +180,50 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     serve(&listener, &mut source, &stop)
 }
 
-/// Answers requests on `listener` until `stop` is set.
+/// Answers requests on `listener` until `stop` is set, each connection on its own thread.
 pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBool) -> Result<()> {
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
-    while !stop.load(Ordering::Relaxed) {
-        if !readable(listener, 200)? {
-            continue;
-        }
-        match listener.accept() {
-            Ok((stream, _)) => {
-                // A client that misbehaves loses its connection, never the server.
-                if let Err(e) = answer(stream, source) {
-                    log::info!("request failed: {e:#}");
-                }
+    let source = Mutex::new(source);
+    let active = AtomicUsize::new(0);
+    std::thread::scope(|scope| -> Result<()> {
+        while !stop.load(Ordering::Relaxed) {
+            if !readable(listener, 200)? {
+                continue;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => log::warn!("accept failed: {e}"),
+            match listener.accept() {
+                Ok((mut stream, _)) => {
+                    if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                        let _ = stream.set_nonblocking(true);
+                        let _ = stream.write_all(
+                            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        );
+                        continue;
+                    }
+                    let (source, active) = (&source, &active);
+                    let spawned = std::thread::Builder::new()
+                        .name("serve-conn".into())
+                        .spawn_scoped(scope, move || {
+                            // A client that misbehaves loses its connection, never the server.
+                            if let Err(e) = answer(stream, source) {
+                                log::info!("request failed: {e:#}");
+                            }
+                            active.fetch_sub(1, Ordering::SeqCst);
+                        });
+                    if let Err(e) = spawned {
+                        active.fetch_sub(1, Ordering::SeqCst);
+                        log::warn!("no thread for a connection: {e}");
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => log::warn!("accept failed: {e}"),
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// Waits up to `timeout_ms` for a connection; false on timeout or a signal.
@@ -192,13 +247,17 @@ fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
 }
 
 /// The method and path of a request's first line, once its headers have arrived.
-fn read_request(stream: &mut TcpStream) -> Result<(String, String)> {
+fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, String)> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(REQUEST_TIMEOUT))?;
-    stream.set_write_timeout(Some(REQUEST_TIMEOUT))?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+        let left = deadline.saturating_duration_since(Instant::now());
+        anyhow::ensure!(
+            !left.is_zero(),
+            "the request took longer than {REQUEST_DEADLINE:?}"
+        );
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut chunk).context("reading the request")?;
         if n == 0 {
             break;
@@ -214,10 +273,17 @@ fn read_request(stream: &mut TcpStream) -> Result<(String, String)> {
     Ok((method, path))
 }
 
-fn answer(mut stream: TcpStream, source: &mut MetricsSource) -> Result<()> {
-    let (method, path) = read_request(&mut stream)?;
+fn answer(mut stream: TcpStream, source: &Mutex<&mut MetricsSource>) -> Result<()> {
+    let deadline = Instant::now() + REQUEST_DEADLINE;
+    let (method, path) = read_request(&mut stream, deadline)?;
+    let rendered = || {
+        source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .render()
+    };
     let (status, content_type, body) = match (method.as_str(), path.as_str()) {
-        ("GET" | "HEAD", "/metrics") => match source.render() {
+        ("GET" | "HEAD", "/metrics") => match rendered() {
             Ok(body) => ("200 OK", CONTENT_TYPE, body),
             Err(e) => (
                 "500 Internal Server Error",
@@ -244,6 +310,11 @@ fn answer(mut stream: TcpStream, source: &mut MetricsSource) -> Result<()> {
     if method != "HEAD" {
         response.extend_from_slice(body.as_bytes());
     }
+    stream.set_write_timeout(Some(
+        deadline
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100)),
+    ))?;
     stream
         .write_all(&response)
         .context("writing the response")?;

@@ -17,6 +17,7 @@ fn syscall_mechanisms_get_kernel_timed_send_columns() {
             Mechanism::SpinAligned,
         ],
         time_limit: Duration::from_secs(10),
+        interrupt: None,
     };
     let report = c2c::run(&options, Some(&mut timer as &mut dyn SyscallTimer)).expect("c2c runs");
     for result in &report.results {

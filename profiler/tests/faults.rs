@@ -461,3 +461,115 @@ fn a_kernel_thread_is_refused_and_a_thread_id_is_taken_for_its_process() {
     );
     assert!(calls_of(&json, "close") > 1000, "{json}");
 }
+
+/// Whether `pid` is gone (or a zombie nobody has reaped yet).
+fn gone(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+        s.rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z'))
+    })
+}
+
+/// Waits until a descendant of `parent` named `comm` runs; its pid.
+fn wait_for_descendant(parent: &mut std::process::Child, comm: &str) -> u32 {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        assert!(
+            parent.try_wait().unwrap().is_none(),
+            "ended before starting {comm}"
+        );
+        assert!(Instant::now() < deadline, "{comm} never started");
+        if let Some(pid) = profiler::process::descendants(parent.id())
+            .into_iter()
+            .find(|&p| profiler::process::proc_info(p).is_some_and(|i| i.comm == comm))
+        {
+            return pid;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `bench overhead` killed with SIGTERM left its bpftrace running, programs attached. Every
+/// child the profiler starts now dies with it, on any signal, SIGKILL included.
+#[test]
+fn children_the_profiler_started_die_with_it_even_on_sigkill() {
+    let _serial = serial();
+    for signal in [libc::SIGTERM, libc::SIGKILL] {
+        let mut bench = profiler()
+            .args([
+                "bench",
+                "overhead",
+                "--rounds",
+                "3",
+                "--iterations",
+                "1000000",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let bpftrace = wait_for_descendant(&mut bench, "bpftrace");
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(bench.id() as i32, signal) };
+        bench.wait().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !gone(bpftrace) {
+            assert!(
+                Instant::now() < deadline,
+                "bpftrace {bpftrace} outlived the bench killed by signal {signal}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    let mut attach = profiler()
+        .args(["attach", "--syscalls", "close", "--", "sleep", "600"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let sleep = wait_for_descendant(&mut attach, "sleep");
+    attach.kill().unwrap();
+    attach.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !gone(sleep) {
+        assert!(
+            Instant::now() < deadline,
+            "the command outlived attach's SIGKILL"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// c2c on Ctrl-C exited 130 with no output. It now prints the mechanisms it had measured.
+#[test]
+fn c2c_interrupted_prints_what_it_measured() {
+    let _serial = serial();
+    let mut c2c = profiler()
+        .args([
+            "c2c",
+            "--no-syscalls",
+            "--time-limit",
+            "1s",
+            "--round-trips",
+            "1000000000",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c2c.id() as i32, libc::SIGINT) };
+    let status = wait_for(&mut c2c, Duration::from_secs(10), "c2c after Ctrl-C");
+    let stdout = std::io::read_to_string(c2c.stdout.take().unwrap()).unwrap();
+    assert_eq!(status.code(), Some(130), "{stdout}");
+    assert!(
+        stdout.contains("interrupted: only the mechanisms above"),
+        "{stdout}"
+    );
+    let first = stdout
+        .lines()
+        .find(|l| l.starts_with("spin-false-sharing"))
+        .unwrap_or_else(|| panic!("the first mechanism is missing:\n{stdout}"));
+    assert!(first.chars().any(|c| c.is_ascii_digit()), "{first}");
+}

@@ -297,3 +297,75 @@ fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// serve answered one connection at a time with a 2 s timeout per read: one client sending a
+/// byte a second blocked every scrape. Now 20 such clients and 5 idle ones cost a scrape nothing.
+#[test]
+fn a_scrape_is_answered_within_a_second_while_slow_clients_are_connected() {
+    let _serial = serial();
+    let child = Closer::stopped(100);
+    let (mut serve, port) = start_serve(child.pid);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut slow = Vec::new();
+    for _ in 0..20 {
+        let stop = std::sync::Arc::clone(&stop);
+        slow.push(std::thread::spawn(move || {
+            let Ok(mut stream) = TcpStream::connect(("127.0.0.1", port)) else {
+                return;
+            };
+            for byte in b"GET /metrics HTTP/1.1\r\nHost: x\r\n" {
+                if stop.load(std::sync::atomic::Ordering::Relaxed)
+                    || stream.write_all(&[*byte]).is_err()
+                {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        }));
+    }
+    let idle: Vec<TcpStream> = (0..5)
+        .map(|_| TcpStream::connect(("127.0.0.1", port)).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    for _ in 0..5 {
+        let started = Instant::now();
+        let (status, body) = http_get(port, "/metrics");
+        let took = started.elapsed();
+        assert_eq!(status, 200);
+        assert!(body.contains("syscall_profiler_target_up 1\n"), "{body}");
+        assert!(
+            took < Duration::from_secs(1),
+            "a scrape took {took:?} with slow clients connected"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    drop(idle);
+    for t in slow {
+        let _ = t.join();
+    }
+    child.run_to_completion();
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}
+
+/// serve went on serving frozen counters, with no sign, after its target exited.
+#[test]
+fn the_up_gauge_falls_to_zero_when_every_tracked_process_has_exited() {
+    let _serial = serial();
+    let child = Closer::stopped(100);
+    let (mut serve, port) = start_serve(child.pid);
+    let body = http_get(port, "/metrics").1;
+    assert!(
+        body.contains("syscall_profiler_tracked_processes_alive 1\n"),
+        "{body}"
+    );
+    assert!(body.contains("syscall_profiler_target_up 1\n"), "{body}");
+    child.run_to_completion();
+    let body = http_get(port, "/metrics").1;
+    assert!(
+        body.contains("syscall_profiler_tracked_processes_alive 0\n"),
+        "{body}"
+    );
+    assert!(body.contains("syscall_profiler_target_up 0\n"), "{body}");
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}

@@ -292,7 +292,7 @@ struct IdleChild(Child);
 
 impl IdleChild {
     fn start() -> Result<Self> {
-        Command::new("sleep")
+        crate::process::die_with_parent(&mut Command::new("sleep"))
             .arg("86400")
             .stdin(Stdio::null())
             .spawn()
@@ -406,7 +406,7 @@ impl BpftraceGuard {
             "tracepoint:syscalls:sys_enter_close /pid == {pid}/ {{ @start[tid] = nsecs; }} \
              tracepoint:syscalls:sys_exit_close /@start[tid]/ {{ @ns = hist(nsecs - @start[tid]); delete(@start[tid]); }}"
         );
-        let mut child = Command::new("bpftrace")
+        let mut child = crate::process::die_with_parent(&mut Command::new("bpftrace"))
             .args(["-e", &script])
             .stdout(Stdio::piped())
             .stderr(Stdio::null())

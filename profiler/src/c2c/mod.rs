@@ -31,7 +31,7 @@ pub use self::{
 pub const INFINIBAND_CLASS: &str = "/sys/class/infiniband";
 
 /// What to measure.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct C2cOptions {
     /// The initiating and the responding CPU; `None` picks two online CPUs this process may
     /// use, preferring two different physical cores.
@@ -42,6 +42,8 @@ pub struct C2cOptions {
     pub mechanisms: Vec<Mechanism>,
     /// Upper bound on each mechanism's timed loop; at least one round trip is always made.
     pub time_limit: Duration,
+    /// Set by a Ctrl-C handler: no mechanism starts after it; the report holds those measured.
+    pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for C2cOptions {
@@ -51,6 +53,7 @@ impl Default for C2cOptions {
             round_trips: 1_000_000,
             mechanisms: Mechanism::ALL.to_vec(),
             time_limit: Duration::from_secs(10),
+            interrupt: None,
         }
     }
 }
@@ -267,7 +270,16 @@ pub fn run(opts: &C2cOptions, timer: Option<&mut dyn SyscallTimer>) -> Result<C2
 
     let mut timer = timer;
     let mut results = Vec::with_capacity(opts.mechanisms.len());
+    let mut interrupted = false;
     for &mechanism in &opts.mechanisms {
+        if opts
+            .interrupt
+            .as_ref()
+            .is_some_and(|i| i.load(std::sync::atomic::Ordering::Relaxed))
+        {
+            interrupted = true;
+            break;
+        }
         let (message_bytes, ack_bytes) = wire_sizes(mechanism);
         let outcome = if mechanism == Mechanism::Rdma {
             Outcome::Unavailable {
@@ -310,6 +322,7 @@ pub fn run(opts: &C2cOptions, timer: Option<&mut dyn SyscallTimer>) -> Result<C2
         time_limit_s: opts.time_limit.as_secs_f64(),
         syscall_timer: timer.is_some(),
         results,
+        interrupted,
     })
 }
 
@@ -329,6 +342,7 @@ mod tests {
             round_trips: 2_000,
             mechanisms,
             time_limit: Duration::from_secs(5),
+            interrupt: None,
         }
     }
 
@@ -421,6 +435,7 @@ mod tests {
             round_trips: u64::MAX,
             mechanisms: vec![Mechanism::Pipe],
             time_limit: Duration::from_millis(200),
+            interrupt: None,
         };
         let started = std::time::Instant::now();
         let report = run(&opts, None).expect("run");

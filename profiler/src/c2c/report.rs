@@ -22,6 +22,8 @@ pub struct C2cReport {
     pub syscall_timer: bool,
     /// One row per mechanism, in the order asked for.
     pub results: Vec<MechanismResult>,
+    /// Ctrl-C stopped it: the mechanisms after the last row were not measured.
+    pub interrupted: bool,
 }
 
 impl C2cReport {
@@ -311,6 +313,9 @@ impl fmt::Display for C2cReport {
                 line.push_str(&text);
             }
             writeln!(f, "{}", line.trim_end())?;
+        }
+        if self.interrupted {
+            writeln!(f, "interrupted: only the mechanisms above were measured")?;
         }
         Ok(())
     }
