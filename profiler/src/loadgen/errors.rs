@@ -17,13 +17,22 @@ pub enum RequestErrorKind {
     WrongEcho,
     /// The HTTP status was not 2xx.
     HttpStatus,
-    /// Anything else: a malformed HTTP response, no free local port, ...
+    /// EMFILE / ENFILE: the load generator ran out of file descriptors.
+    TooManyFiles,
+    /// EADDRNOTAVAIL: no free local port for a new connection.
+    NoLocalPort,
+    /// Anything else: a malformed HTTP response, an unusual errno, ...
     Other,
 }
 
 impl RequestErrorKind {
     /// Classifies an I/O error; `eof` is the kind an unexpected end of stream stands for.
     pub(crate) fn from_io(err: &io::Error, eof: Self) -> Self {
+        match err.raw_os_error() {
+            Some(libc::EMFILE | libc::ENFILE) => return Self::TooManyFiles,
+            Some(libc::EADDRNOTAVAIL) => return Self::NoLocalPort,
+            _ => {}
+        }
         match err.kind() {
             io::ErrorKind::ConnectionRefused => Self::Refused,
             io::ErrorKind::ConnectionReset
@@ -52,6 +61,12 @@ pub struct ErrorCounts {
     pub wrong_echo: u64,
     /// HTTP status other than 2xx.
     pub http_status: u64,
+    /// EMFILE / ENFILE in the load generator.
+    #[serde(default)]
+    pub too_many_files: u64,
+    /// EADDRNOTAVAIL: local ports exhausted.
+    #[serde(default)]
+    pub no_local_port: u64,
     /// Any other failure.
     pub other: u64,
 }
@@ -65,6 +80,8 @@ impl ErrorCounts {
             + self.short_echo
             + self.wrong_echo
             + self.http_status
+            + self.too_many_files
+            + self.no_local_port
             + self.other
     }
 
@@ -81,7 +98,7 @@ impl ErrorCounts {
     }
 
     /// Each kind with its count, in a fixed order (the order of the fields).
-    pub fn by_kind(&self) -> [(RequestErrorKind, u64); 7] {
+    pub fn by_kind(&self) -> [(RequestErrorKind, u64); 9] {
         use RequestErrorKind as K;
         [
             (K::Refused, self.refused),
@@ -90,6 +107,8 @@ impl ErrorCounts {
             (K::ShortEcho, self.short_echo),
             (K::WrongEcho, self.wrong_echo),
             (K::HttpStatus, self.http_status),
+            (K::TooManyFiles, self.too_many_files),
+            (K::NoLocalPort, self.no_local_port),
             (K::Other, self.other),
         ]
     }
@@ -103,6 +122,8 @@ impl ErrorCounts {
             K::ShortEcho => &mut self.short_echo,
             K::WrongEcho => &mut self.wrong_echo,
             K::HttpStatus => &mut self.http_status,
+            K::TooManyFiles => &mut self.too_many_files,
+            K::NoLocalPort => &mut self.no_local_port,
             K::Other => &mut self.other,
         }
     }
@@ -117,8 +138,35 @@ impl fmt::Display for RequestErrorKind {
             Self::ShortEcho => "short echo",
             Self::WrongEcho => "wrong echo",
             Self::HttpStatus => "http status",
+            Self::TooManyFiles => "EMFILE",
+            Self::NoLocalPort => "EADDRNOTAVAIL",
             Self::Other => "other",
         })
+    }
+}
+
+impl RequestErrorKind {
+    /// What a failure of this kind means and what to do about it, for the report.
+    #[must_use]
+    pub fn hint(self) -> &'static str {
+        match self {
+            Self::Refused => {
+                "connect() refused: the server is not listening or its accept backlog overflowed"
+            }
+            Self::Reset => "connections reset or closed mid-answer by the server",
+            Self::Timeout => "requests slower than --timeout: raise --timeout or lower the load",
+            Self::ShortEcho | Self::WrongEcho => {
+                "the server's echo was incomplete or wrong: a server bug"
+            }
+            Self::HttpStatus => "HTTP answers other than 2xx",
+            Self::TooManyFiles => {
+                "the load generator ran out of file descriptors (EMFILE): raise `ulimit -n` or lower --concurrency"
+            }
+            Self::NoLocalPort => {
+                "no free local port (EADDRNOTAVAIL): sockets in TIME_WAIT; lower the rate, use --workload keepalive-echo, or widen net.ipv4.ip_local_port_range"
+            }
+            Self::Other => "other failures (malformed answers, unusual errors): rerun with -v",
+        }
     }
 }
 
@@ -183,7 +231,7 @@ mod tests {
         for (kind, _) in ErrorCounts::default().by_kind() {
             a.add(kind);
         }
-        assert_eq!(a.total(), 7);
+        assert_eq!(a.total(), 9);
         let mut b = a;
         b.merge(&a);
         assert_eq!(b.total(), 14);

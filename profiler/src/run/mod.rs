@@ -387,6 +387,12 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                         break 'scenarios;
                     }
                     Ok(Some(run)) => {
+                        if vr.failure.is_none()
+                            && let Some(why) = too_many_failures(&run)
+                        {
+                            progress.println(&format!("warning: {variant}: {why}"));
+                            vr.failure = Some(why);
+                        }
                         if let Some(how) = &run.server_died {
                             vr.failure = Some(format!(
                                 "the server {how} during {} run {number}",
@@ -421,6 +427,35 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         stopped_early,
         elapsed: started.elapsed(),
     })
+}
+
+/// More than 1% of a run's requests failed: its figures describe the failures more than the
+/// server. Says how many, of which kinds, and what to do.
+fn too_many_failures(run: &RunResult) -> Option<String> {
+    let failed = run.load.errors.total();
+    let all = failed + run.load.requests;
+    if all == 0 || failed * 100 <= all {
+        return None;
+    }
+    let mut kinds: Vec<_> = run
+        .load
+        .errors
+        .by_kind()
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    kinds.sort_by_key(|(_, n)| std::cmp::Reverse(*n));
+    let causes: Vec<String> = kinds
+        .iter()
+        .map(|(kind, n)| format!("{kind} {n}: {}", kind.hint()))
+        .collect();
+    Some(format!(
+        "{failed} of {all} requests failed ({:.1}%) in {} run {}: {}",
+        100.0 * failed as f64 / all as f64,
+        kind_name(run.kind),
+        run.run,
+        causes.join("; ")
+    ))
 }
 
 fn kind_name(kind: RunKind) -> &'static str {

@@ -60,6 +60,14 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     if let Some(rate) = args.rate {
         check_rate(rate, stop)?;
     }
+    // The load generator's timers (tokio's) fire on a 1 ms wheel: a shorter timeout would not
+    // be the timeout asked for.
+    if args.timeout < std::time::Duration::from_millis(1) {
+        bail!(
+            "--timeout {:?} is below the 1 ms the load generator's timers can honour: give at least 1ms",
+            args.timeout
+        );
+    }
     let runs = args.runs.unwrap_or(DEFAULT_RUNS);
     let name = |c: u64| scenario_title(workload, stop, c);
     let mut scenarios = match args.preset.as_deref() {
