@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(a.total(), 9);
         let mut b = a;
         b.merge(&a);
-        assert_eq!(b.total(), 14);
+        assert_eq!(b.total(), 18);
         assert_eq!(b.wrong_echo, 2);
     }
 
