@@ -1,4 +1,6 @@
 //! Errors a caller may want to tell apart. Each message is one line: what was wrong and what to do.
+//! A cause is written into the message or returned as the source, never both, so `{e:#}` (what
+//! `main` prints) says it once.
 
 use thiserror::Error;
 
@@ -14,7 +16,7 @@ pub enum SetupError {
     #[error(
         "tracefs is not mounted and mounting it failed ({0}): as root run `mount -t tracefs tracefs /sys/kernel/tracing`"
     )]
-    TracefsNotMounted(#[source] std::io::Error),
+    TracefsNotMounted(std::io::Error),
     /// The kernel was built without syscall tracepoints.
     #[error(
         "this kernel has no syscalls: tracepoints (/sys/kernel/tracing/events/syscalls is missing): it needs CONFIG_FTRACE_SYSCALLS"
@@ -85,13 +87,12 @@ pub enum SetupError {
         log_tail: String,
     },
     /// Any other failure of the BPF machinery.
-    #[error("{context}: {source}")]
+    #[error("{context}: {error:#}")]
     Bpf {
         /// What we were doing.
         context: String,
-        /// The underlying error.
-        #[source]
-        source: anyhow::Error,
+        /// The underlying error (in the message, so not a source: not named `source`).
+        error: anyhow::Error,
     },
 }
 
@@ -100,7 +101,7 @@ impl SetupError {
     pub fn bpf(context: impl Into<String>, source: impl Into<anyhow::Error>) -> Self {
         Self::Bpf {
             context: context.into(),
-            source: source.into(),
+            error: source.into(),
         }
     }
 }

@@ -26,7 +26,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {
-            profiler::errln!("Error: {}", one_line(&error));
+            profiler::errln!("Error: {error:#}");
             ExitCode::FAILURE
         }
     }
@@ -124,34 +124,4 @@ fn run_c2c(args: &C2cArgs) -> Result<i32> {
         profiler::output::stdout(&report.to_string());
     }
     Ok(if report.interrupted { 130 } else { 0 })
-}
-
-/// The error and its causes on one line, leaving out a cause whose text the line already holds
-/// (errors that print their source in their own message).
-fn one_line(error: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in error.chain().map(ToString::to_string) {
-        if line.contains(&cause) {
-            continue;
-        }
-        if !line.is_empty() {
-            line.push_str(": ");
-        }
-        line.push_str(&cause);
-    }
-    line
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn a_cause_already_in_the_message_is_not_repeated() {
-        let io = std::io::Error::other("permission denied");
-        let inner = anyhow::Error::new(io).context("mounting tracefs: permission denied");
-        let outer = inner.context("starting");
-        assert_eq!(
-            super::one_line(&outer),
-            "starting: mounting tracefs: permission denied"
-        );
-    }
 }
