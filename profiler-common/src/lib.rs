@@ -52,6 +52,51 @@ pub const SLOT_FLAG_EVENTS: u32 = 1 << 16;
 /// flags above.
 pub type SlotEntry = u32;
 
+/// The [`SlotEntry`] user space writes for `slot`; `events` for syscalls whose return value is
+/// an event count.
+#[inline(always)]
+#[must_use]
+pub const fn encode_slot_entry(slot: u32, events: bool) -> SlotEntry {
+    (slot + 1) | if events { SLOT_FLAG_EVENTS } else { 0 }
+}
+
+/// The slot an entry names, or `None` for a syscall that is not timed (entry 0).
+#[inline(always)]
+#[must_use]
+pub const fn slot_of_entry(entry: SlotEntry) -> Option<u32> {
+    match entry & 0xffff {
+        0 => None,
+        n => Some(n - 1),
+    }
+}
+
+/// Whether an entry's syscall also fills the events-per-call histogram.
+#[inline(always)]
+#[must_use]
+pub const fn entry_counts_events(entry: SlotEntry) -> bool {
+    entry & SLOT_FLAG_EVENTS != 0
+}
+
+/// The dense index of the fork numbered `taken` (from 0) in a session, the forks past the
+/// table sharing [`OVERFLOW_PROCESS`].
+#[inline(always)]
+#[must_use]
+pub const fn forked_process_index(taken: u64) -> u32 {
+    let index = FIRST_FORKED_PROCESS as u64 + taken;
+    if index < OVERFLOW_PROCESS as u64 {
+        index as u32
+    } else {
+        OVERFLOW_PROCESS
+    }
+}
+
+/// The dense indexes of a session's forked processes after `forks` forks: user space reads
+/// their counters and pids over this range.
+#[must_use]
+pub const fn forked_process_indexes(forks: u64) -> core::ops::Range<u32> {
+    FIRST_FORKED_PROCESS..forked_process_index(forks)
+}
+
 /// The common header every tracepoint record starts with (`common_type`, `common_flags`,
 /// `common_preempt_count`, `common_pid`); programs may not read it, and no field we read lies in it.
 pub const RECORD_HEADER: u32 = 8;
@@ -379,6 +424,31 @@ mod pod {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn slot_entries_round_trip_and_zero_means_untimed() {
+        for slot in [0, 1, MAX_SYSCALL_SLOTS as u32 - 1] {
+            for events in [false, true] {
+                let entry = encode_slot_entry(slot, events);
+                assert_eq!(slot_of_entry(entry), Some(slot));
+                assert_eq!(entry_counts_events(entry), events);
+            }
+        }
+        assert_eq!(slot_of_entry(0), None);
+    }
+
+    #[test]
+    fn forked_indexes_start_after_the_named_and_end_in_the_overflow() {
+        assert_eq!(forked_process_index(0), FIRST_FORKED_PROCESS);
+        assert_eq!(
+            forked_process_indexes(0),
+            FIRST_FORKED_PROCESS..FIRST_FORKED_PROCESS
+        );
+        assert_eq!(forked_process_indexes(2).len(), 2);
+        assert_eq!(forked_process_index(u64::MAX / 2), OVERFLOW_PROCESS);
+        assert_eq!(forked_process_indexes(u64::MAX / 2).end, OVERFLOW_PROCESS);
+    }
+
     use super::*;
 
     #[test]

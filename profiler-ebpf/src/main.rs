@@ -29,8 +29,9 @@ mod programs {
     use profiler_common::{
         DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
         HIST_BUCKETS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
-        OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout,
-        SLOT_FLAG_EVENTS, SlotEntry, SyscallSlot, ThreadStart, bucket_index,
+        OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, SlotEntry,
+        SyscallSlot, ThreadStart, bucket_index, entry_counts_events, forked_process_index,
+        slot_of_entry,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -135,7 +136,10 @@ mod programs {
     #[inline(always)]
     fn count_missing_start(nr: i32) {
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
-        let slot = (entry & 0xffff).wrapping_sub(1);
+        let Some(slot) = slot_of_entry(entry) else {
+            count_drop(DropReason::NoStart);
+            return;
+        };
         if let Some(data) = SYSCALLS.get_ptr_mut(slot) {
             // SAFETY: per-CPU value, preemption disabled.
             unsafe { (*data).stats.dropped += 1 };
@@ -222,11 +226,10 @@ mod programs {
         unsafe { (*start_ptr).start_ns = 0 };
         let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
-        let slot = (entry & 0xffff).wrapping_sub(1);
-        if slot >= MAX_SYSCALL_SLOTS as u32 {
+        let Some(slot) = slot_of_entry(entry).filter(|&s| s < MAX_SYSCALL_SLOTS as u32) else {
             count_drop(DropReason::NoSlot);
             return 0;
-        }
+        };
         let Some(data) = SYSCALLS.get_ptr_mut(slot) else {
             return 0;
         };
@@ -257,7 +260,7 @@ mod programs {
             *count += 1;
         }
 
-        if entry & SLOT_FLAG_EVENTS != 0
+        if entry_counts_events(entry)
             && !failed
             && let Some(events) = EVENTS.get_ptr_mut(slot)
         {
@@ -311,8 +314,7 @@ mod programs {
         // SeqCst on purpose: LLVM lowers a Relaxed add to BPF's plain XADD, which returns the
         // operand instead of the old value (seen with LLVM 22; the kernel test for forks caught it).
         let taken = unsafe { atomic_xadd::<u64, u64, { AtomicOrdering::SeqCst }>(next, 1) };
-        let mut index =
-            (u64::from(FIRST_FORKED_PROCESS) + taken).min(u64::from(OVERFLOW_PROCESS)) as u32;
+        let mut index = forked_process_index(taken);
         if index >= OVERFLOW_PROCESS {
             index = OVERFLOW_PROCESS;
             count_drop(DropReason::ProcessTableFull);

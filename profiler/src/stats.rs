@@ -245,6 +245,31 @@ pub struct ProcessSyscall {
     pub total_ns: u64,
 }
 
+impl ProcessSyscall {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &Self) {
+        self.calls += other.calls;
+        self.errors += other.errors;
+        self.total_ns += other.total_ns;
+    }
+
+    /// Takes `other`'s counts away from these (never below zero).
+    pub fn subtract(&mut self, other: &Self) {
+        self.calls = self.calls.saturating_sub(other.calls);
+        self.errors = self.errors.saturating_sub(other.errors);
+        self.total_ns = self.total_ns.saturating_sub(other.total_ns);
+    }
+}
+
+impl ProcessSummary {
+    /// Adds `other`'s per-syscall counts to these, slot by slot.
+    pub fn add(&mut self, other: &Self) {
+        for (a, b) in self.syscalls.iter_mut().zip(&other.syscalls) {
+            a.add(b);
+        }
+    }
+}
+
 /// One tracked process's counters (a worker of the multi-process server, say).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProcessSummary {
@@ -360,13 +385,7 @@ impl Snapshot {
         }
         for theirs in &other.processes {
             match self.processes.iter_mut().find(|p| p.pid == theirs.pid) {
-                Some(mine) => {
-                    for (a, b) in mine.syscalls.iter_mut().zip(&theirs.syscalls) {
-                        a.calls += b.calls;
-                        a.errors += b.errors;
-                        a.total_ns += b.total_ns;
-                    }
-                }
+                Some(mine) => mine.add(theirs),
                 None => self.processes.push(theirs.clone()),
             }
         }

@@ -23,8 +23,8 @@ use aya::{
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
-    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout,
-    SLOT_FLAG_EVENTS, SyscallSlot,
+    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout, SyscallSlot,
+    encode_slot_entry, forked_process_indexes,
 };
 
 pub use self::{
@@ -381,10 +381,8 @@ impl Session {
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
         let named = self.named.len() as u32 + self.first_named;
         let mut map: PerCpuArray<&mut MapData, ProcessStats> = self.map_mut("PROCESSES")?;
-        let forked_end =
-            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
         for index in (0..named)
-            .chain(FIRST_FORKED_PROCESS..forked_end)
+            .chain(forked_process_indexes(forked))
             .chain([OVERFLOW_PROCESS])
         {
             let zeros = aya::maps::PerCpuValues::try_from(vec![ProcessStats::default(); cpus])
@@ -402,13 +400,12 @@ impl Session {
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
-        let forked_end =
-            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
         let stats: PerCpuArray<&MapData, ProcessStats> = self.map("PROCESSES")?;
 
         let named = self.first_named.max(1)..self.named.len() as u32 + self.first_named;
-        let forked = FIRST_FORKED_PROCESS..forked_end;
+        let forked = forked_process_indexes(forked);
         let mut by_pid: BTreeMap<u32, ProcessSummary> = BTreeMap::new();
         for index in named.chain(forked).chain([OVERFLOW_PROCESS]) {
             let pid = if index == OVERFLOW_PROCESS {
@@ -426,9 +423,11 @@ impl Session {
             };
             for cpu in per_cpu.iter() {
                 for (slot, s) in summary.syscalls.iter_mut().enumerate() {
-                    s.calls += cpu.calls[slot];
-                    s.errors += cpu.errors[slot];
-                    s.total_ns += cpu.total_ns[slot];
+                    s.add(&ProcessSyscall {
+                        calls: cpu.calls[slot],
+                        errors: cpu.errors[slot],
+                        total_ns: cpu.total_ns[slot],
+                    });
                 }
             }
             if summary.total_calls() > 0 {
@@ -437,11 +436,7 @@ impl Session {
                     pid,
                     syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
                 });
-                for (a, b) in entry.syscalls.iter_mut().zip(&summary.syscalls) {
-                    a.calls += b.calls;
-                    a.errors += b.errors;
-                    a.total_ns += b.total_ns;
-                }
+                entry.add(&summary);
             }
         }
         if self.first_named == DERIVED_PROCESS
@@ -460,21 +455,13 @@ impl Session {
             };
             for other in by_pid.values() {
                 for (d, o) in derived.syscalls.iter_mut().zip(&other.syscalls) {
-                    d.calls = d.calls.saturating_sub(o.calls);
-                    d.errors = d.errors.saturating_sub(o.errors);
-                    d.total_ns = d.total_ns.saturating_sub(o.total_ns);
+                    d.subtract(o);
                 }
             }
             if derived.total_calls() > 0 {
                 match by_pid.get_mut(&pid) {
                     // The same pid also under another index (reused): add up.
-                    Some(entry) => {
-                        for (a, b) in entry.syscalls.iter_mut().zip(&derived.syscalls) {
-                            a.calls += b.calls;
-                            a.errors += b.errors;
-                            a.total_ns += b.total_ns;
-                        }
-                    }
+                    Some(entry) => entry.add(&derived),
                     None => {
                         by_pid.insert(pid, derived);
                     }
@@ -502,11 +489,10 @@ impl Session {
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
-        let end =
-            (u64::from(FIRST_FORKED_PROCESS) + forked).min(u64::from(OVERFLOW_PROCESS)) as u32;
+
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
         let mut out = self.named.clone();
-        for index in FIRST_FORKED_PROCESS..end {
+        for index in forked_process_indexes(forked) {
             out.push(
                 pids.get(&index, 0)
                     .map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?,
@@ -544,14 +530,7 @@ impl Session {
             .syscalls
             .iter()
             .enumerate()
-            .map(|(slot, s)| {
-                let flags = if s.returns_events() {
-                    SLOT_FLAG_EVENTS
-                } else {
-                    0
-                };
-                (s.nr, (slot as u32 + 1) | flags)
-            })
+            .map(|(slot, s)| (s.nr, encode_slot_entry(slot as u32, s.returns_events())))
             .collect();
         let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut("SLOT_OF_NR")?;
         for (nr, entry) in entries {
