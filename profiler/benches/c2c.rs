@@ -88,16 +88,6 @@ fn load_average() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    if n % 2 == 1 {
-        values[n / 2]
-    } else {
-        (values[n / 2 - 1] + values[n / 2]) / 2.0
-    }
-}
-
 fn main() -> ExitCode {
     let args = match parse_args() {
         Ok(a) => a,
@@ -152,14 +142,14 @@ fn main() -> ExitCode {
         fs_mean.push(fs.ns.mean);
         al_mean.push(al.ns.mean);
     }
-    let ratio = median(&mut ratios);
+    let ratio = profiler::statistics::median(&ratios);
     let slower = ratios.iter().filter(|r| **r > 1.0).count();
     println!(
         "median mean-to-p99: false sharing {:.1} ns, aligned {:.1} ns; median mean: {:.1} / {:.1} ns",
-        median(&mut fs_typical),
-        median(&mut al_typical),
-        median(&mut fs_mean),
-        median(&mut al_mean)
+        profiler::statistics::median(&fs_typical),
+        profiler::statistics::median(&al_typical),
+        profiler::statistics::median(&fs_mean),
+        profiler::statistics::median(&al_mean),
     );
     println!(
         "median pair ratio (false sharing / aligned): {ratio:.3}; false sharing slower in {slower} of {} pairs; \

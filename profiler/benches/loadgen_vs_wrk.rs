@@ -229,16 +229,6 @@ fn print_row(label: &str, v: &[f64; 5]) {
     );
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
-
 fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; `cargo test --benches` passes nothing useful: run only
     // when benchmarking.
@@ -301,7 +291,7 @@ fn main() -> anyhow::Result<()> {
             col.push(v);
         }
     }
-    let med = cols.map(median);
+    let med = cols.map(|c| profiler::statistics::median(&c));
     print_row("med", &med);
     let ratio = med[2];
     println!(

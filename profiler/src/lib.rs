@@ -25,4 +25,5 @@ pub mod process;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod statistics;
 pub mod stats;

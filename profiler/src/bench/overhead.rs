@@ -25,6 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use crate::statistics::median;
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
@@ -124,19 +125,6 @@ impl Measured {
 
     fn is(&self, config: Config, workload: Workload, tracked: Tracked) -> bool {
         self.config == config && self.workload == workload && self.tracked == tracked
-    }
-}
-
-fn median(samples: &[f64]) -> f64 {
-    let mut s = samples.to_vec();
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n == 0 {
-        f64::NAN
-    } else if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
     }
 }
 

@@ -231,7 +231,7 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
     let slot = w / groups.len().max(1) as f64;
     let y_of = |v: f64| top + h - h * v / max;
     for (i, (m, qps)) in groups.iter().enumerate() {
-        let Some(spread) = super::Spread::of(qps) else {
+        let Some(spread) = crate::statistics::Spread::of(qps) else {
             continue;
         };
         let x = left + slot * i as f64 + slot * 0.2;
@@ -284,7 +284,7 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
             "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0} ± {:.0}</text>",
             top + h + 32.0,
             spread.mean,
-            spread.stdev
+            spread.stddev
         );
     }
     let _ = writeln!(

@@ -164,7 +164,10 @@ pub(crate) fn load_table(data: &ExportData, summaries: &[&Measurement]) -> MdTab
             m.variant.clone().unwrap_or_default(),
             m.concurrency.map(|c| c.to_string()).unwrap_or_default(),
             spread.map_or(0, |s| s.n).to_string(),
-            spread.map_or_else(|| "-".into(), |s| format!("{:.0} ± {:.0}", s.mean, s.stdev)),
+            spread.map_or_else(
+                || "-".into(),
+                |s| format!("{:.0} ± {:.0}", s.mean, s.stddev),
+            ),
             spread.map_or_else(|| "-".into(), |s| format!("{:.0} … {:.0}", s.min, s.max)),
             load.requests.to_string(),
             q(0.5),

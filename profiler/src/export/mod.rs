@@ -393,58 +393,17 @@ impl ExportArgs {
     }
 }
 
-/// Mean, standard deviation and range of a few numbers (QPS over runs).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Spread {
-    /// How many values.
-    pub n: usize,
-    /// Arithmetic mean.
-    pub mean: f64,
-    /// Sample standard deviation (0 for one value).
-    pub stdev: f64,
-    /// Smallest value.
-    pub min: f64,
-    /// Largest value.
-    pub max: f64,
-}
-
-impl Spread {
-    /// The spread of `values`; `None` when empty.
-    #[must_use]
-    pub fn of(values: &[f64]) -> Option<Self> {
-        if values.is_empty() {
-            return None;
-        }
-        let n = values.len();
-        let mean = values.iter().sum::<f64>() / n as f64;
-        let var = if n > 1 {
-            values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1) as f64
-        } else {
-            0.0
-        };
-        let min = values.iter().copied().fold(f64::INFINITY, f64::min);
-        let max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        Some(Self {
-            n,
-            mean,
-            stdev: var.sqrt(),
-            min,
-            max,
-        })
-    }
-}
-
 impl ExportData {
     /// QPS of `group`'s runs (or of the group itself when it has no runs) and their spread.
     #[must_use]
-    pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<Spread>) {
+    pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<crate::statistics::Spread>) {
         let runs = self.runs_of(group);
         let sources: Vec<&Measurement> = if runs.is_empty() { vec![group] } else { runs };
         let qps: Vec<f64> = sources
             .iter()
             .filter_map(|m| m.load.as_ref().map(|l| l.qps))
             .collect();
-        let spread = Spread::of(&qps);
+        let spread = crate::statistics::Spread::of(&qps);
         (qps, spread)
     }
 }

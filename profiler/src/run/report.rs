@@ -5,10 +5,7 @@ use std::fmt::Write as _;
 
 use super::{
     Experiment, RunOptions,
-    model::{
-        RunKind, RunResult, ScenarioResult, Spread, Variant, VariantResult, gini, merge_histograms,
-        outliers,
-    },
+    model::{RunKind, RunResult, ScenarioResult, Variant, VariantResult, merge_histograms},
 };
 use crate::{
     export::Metadata,
@@ -16,6 +13,7 @@ use crate::{
         table::{TextTable, errors_cell},
         units::{duration, duration_ns, percent},
     },
+    statistics::{Spread, gini, median, outliers},
     stats::Snapshot,
 };
 
@@ -166,7 +164,7 @@ fn runs_table(s: &ScenarioResult) -> String {
             );
         }
         if runs.len() > 1 {
-            let spread = Spread::of(&qps);
+            let spread = Spread::of(&qps).unwrap_or_default();
             let all = v
                 .merged_latency()
                 .map_or_else(Default::default, |h| latency_cells(&h));
@@ -199,12 +197,12 @@ fn runs_table(s: &ScenarioResult) -> String {
                 v.variant,
                 runs[i].run,
                 qps[i],
-                super::model::median(&qps)
+                median(&qps)
             ));
         }
         if let Some(first) = runs.first().filter(|_| runs.len() >= 3)
             && qps.len() >= 3
-            && first.load.qps() < 0.8 * super::model::median(&qps[1..])
+            && first.load.qps() < 0.8 * median(&qps[1..])
         {
             warnings.push(format!(
                 "warning: {} run 1 was much slower than the rest: a cold start (caches, CPU frequency); consider a longer --warmup",
@@ -467,7 +465,8 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
             percent(*ok as f64, total as f64),
         ]);
     }
-    let spread = Spread::of(&accepted.iter().map(|&a| a as f64).collect::<Vec<_>>());
+    let spread =
+        Spread::of(&accepted.iter().map(|&a| a as f64).collect::<Vec<_>>()).unwrap_or_default();
     let summary = format!(
         "{} worker{}, accepted mean {:.1} ± {:.1}, Gini {:.3}",
         rows.len(),
@@ -519,14 +518,14 @@ fn comparison_table(s: &ScenarioResult) -> String {
         if failed(v) {
             "failed".to_owned()
         } else {
-            format!("{:.0}", Spread::of(&qps(v)).mean)
+            format!("{:.0}", Spread::of(&qps(v)).unwrap_or_default().mean)
         }
     }));
     table.row(row("QPS σ", &|v, _, _| {
         if failed(v) {
             "failed".to_owned()
         } else {
-            format!("{:.0}", Spread::of(&qps(v)).stddev)
+            format!("{:.0}", Spread::of(&qps(v)).unwrap_or_default().stddev)
         }
     }));
     table.row(row("latency p50", &|v, _, _| latency(v, 0.5)));
@@ -624,8 +623,10 @@ fn baseline_table(s: &ScenarioResult) -> String {
         if profiled.is_empty() {
             continue;
         }
-        let qps = Spread::of(&profiled.iter().map(|r| r.load.qps()).collect::<Vec<_>>()).mean;
-        let p50 = super::model::median(
+        let qps = Spread::of(&profiled.iter().map(|r| r.load.qps()).collect::<Vec<_>>())
+            .unwrap_or_default()
+            .mean;
+        let p50 = median(
             &profiled
                 .iter()
                 .map(|r| r.load.latency.value_at_quantile(0.5) as f64)
