@@ -3,6 +3,10 @@
 //!
 //! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
 //! - [`stats`]: the merged measurements every report and export reads.
+//! - [`statistics`]: median, spread, outliers and Gini over repeated measurements.
+//! - [`cpus`]: CPU lists, the CPUs this process may use, pinning.
+//! - [`process`]: starting commands stopped, pidfds, `/proc` (threads, descendants).
+//! - [`output`]: printing that survives a closed stdout.
 //! - [`attach`]: `profiler attach`.
 //! - [`run`]: `profiler run`, the epoll server experiments end to end.
 //! - [`loadgen`]: the tokio load generator `profiler run` drives servers with.
@@ -17,6 +21,7 @@ pub mod bench;
 pub mod bpf;
 pub mod c2c;
 pub mod cli;
+pub mod cpus;
 pub mod error;
 pub mod export;
 pub mod loadgen;

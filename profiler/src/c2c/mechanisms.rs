@@ -21,7 +21,8 @@ use std::{
 use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
-use super::{Mechanism, SyscallTime, SyscallTimer, topology::affinity, tsc};
+use super::{Mechanism, SyscallTime, SyscallTimer, tsc};
+use crate::cpus::affinity;
 
 /// Bytes in one message.
 pub const MESSAGE_BYTES: usize = 64;

@@ -3,7 +3,6 @@
 
 use std::{
     cell::RefCell,
-    io,
     rc::Rc,
     sync::{
         Arc, Barrier,
@@ -182,7 +181,7 @@ fn runtime_thread(
 ) -> anyhow::Result<Option<ThreadResult>> {
     let setup = (|| -> anyhow::Result<tokio::runtime::Runtime> {
         if let Some(cpu) = cpu {
-            pin_current_thread(cpu)
+            crate::cpus::affinity::pin_current(cpu)
                 .with_context(|| format!("pinning a client thread to CPU {cpu}"))?;
         }
         tokio::runtime::Builder::new_current_thread()
@@ -339,23 +338,4 @@ fn intended_send(
     start
         .checked_add(first)?
         .checked_add(interval.checked_mul(sent)?)
-}
-
-/// Restricts the calling thread to `cpu`.
-fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // CPU_SET indexes a fixed-size array: reject what it cannot hold (validated earlier too).
-    if cpu >= libc::CPU_SETSIZE as usize {
-        return Err(io::Error::from(io::ErrorKind::InvalidInput));
-    }
-    // SAFETY: cpu_set_t is plain bits, valid when zeroed; CPU_SET is in range (checked above);
-    // sched_setaffinity only reads the set we pass with its exact size.
-    let rc = unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set)
-    };
-    if rc != 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
 }

@@ -34,12 +34,13 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         bail!("--rate {rate} is not a positive number of requests per second");
     }
     // The CPUs this process may use (taskset, cpusets), not merely how many there are.
-    let allowed = crate::c2c::topology::allowed_cpus().unwrap_or_else(|_| {
+    let allowed = crate::cpus::allowed_cpus().unwrap_or_else(|_| {
         (0..std::thread::available_parallelism().map_or(1, std::num::NonZero::get)).collect()
     });
     let mut cpu_sets = Vec::new();
     for list in &args.server_cpus {
-        cpu_sets.push(parse_cpu_list(list, &allowed).context("--server-cpus")?);
+        cpu_sets
+            .push(crate::cpus::parse_allowed_cpu_list(list, &allowed).context("--server-cpus")?);
     }
     let server_cpus = match (cpu_sets.first(), allowed.first()) {
         (Some(set), _) => set.clone(),
@@ -47,7 +48,9 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         _ => Vec::new(),
     };
     let client_cpus = match (&args.client_cpus, allowed.last()) {
-        (Some(list), _) => parse_cpu_list(list, &allowed).context("--client-cpus")?,
+        (Some(list), _) => {
+            crate::cpus::parse_allowed_cpu_list(list, &allowed).context("--client-cpus")?
+        }
         (None, Some(&last)) if allowed.len() >= 2 => vec![last],
         _ => Vec::new(),
     };
@@ -189,39 +192,6 @@ fn parse_warmup(s: &str) -> Result<Option<Stop>> {
         })
 }
 
-/// `0`, `0,2`, `0-3`, `0-1,4` → CPU numbers, each one of `allowed`.
-pub fn parse_cpu_list(list: &str, allowed: &[usize]) -> Result<Vec<usize>> {
-    let mut cpus = Vec::new();
-    for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let (lo, hi) = match part.split_once('-') {
-            Some((a, b)) => (a.trim().parse::<usize>(), b.trim().parse::<usize>()),
-            None => (part.parse::<usize>(), part.parse::<usize>()),
-        };
-        let (Ok(lo), Ok(hi)) = (lo, hi) else {
-            bail!("'{list}' is not a CPU list: use numbers and ranges such as 0, 0-1 or 0,2");
-        };
-        if lo > hi {
-            bail!("'{part}' is an empty range: write the lower CPU first");
-        }
-        for cpu in lo..=hi {
-            if !allowed.contains(&cpu) {
-                let names: Vec<String> = allowed.iter().map(usize::to_string).collect();
-                bail!(
-                    "CPU {cpu} is not online or not allowed: this process may use CPUs {}",
-                    names.join(",")
-                );
-            }
-            if !cpus.contains(&cpu) {
-                cpus.push(cpu);
-            }
-        }
-    }
-    if cpus.is_empty() {
-        bail!("'{list}' names no CPU");
-    }
-    Ok(cpus)
-}
-
 /// The reference suite (`epoll-4core-vs-20core-experiment`): short runs, long runs, a
 /// concurrency sweep, strace against the kernel, the mp worker distribution, cold against warm.
 #[must_use]
@@ -298,25 +268,34 @@ mod tests {
 
     #[test]
     fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0", &[0, 1]).unwrap(), vec![0]);
-        assert_eq!(parse_cpu_list("0-1", &[0, 1]).unwrap(), vec![0, 1]);
+        assert_eq!(
+            crate::cpus::parse_allowed_cpu_list("0", &[0, 1]).unwrap(),
+            vec![0]
+        );
+        assert_eq!(
+            crate::cpus::parse_allowed_cpu_list("0-1", &[0, 1]).unwrap(),
+            vec![0, 1]
+        );
         assert!(
-            parse_cpu_list("2", &[0, 1])
+            crate::cpus::parse_allowed_cpu_list("2", &[0, 1])
                 .unwrap_err()
                 .to_string()
                 .contains("not online")
         );
         assert!(
-            parse_cpu_list("a", &[0, 1])
+            crate::cpus::parse_allowed_cpu_list("a", &[0, 1])
                 .unwrap_err()
                 .to_string()
                 .contains("not a CPU list")
         );
-        assert!(parse_cpu_list("1-0", &[0, 1]).is_err());
+        assert!(crate::cpus::parse_allowed_cpu_list("1-0", &[0, 1]).is_err());
         // Under taskset -c 2-3 only those may be named.
-        assert_eq!(parse_cpu_list("3", &[2, 3]).unwrap(), vec![3]);
+        assert_eq!(
+            crate::cpus::parse_allowed_cpu_list("3", &[2, 3]).unwrap(),
+            vec![3]
+        );
         assert!(
-            parse_cpu_list("0", &[2, 3])
+            crate::cpus::parse_allowed_cpu_list("0", &[2, 3])
                 .unwrap_err()
                 .to_string()
                 .contains("CPUs 2,3")
