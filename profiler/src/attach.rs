@@ -89,7 +89,7 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
                 return Err(e.into());
             }
         };
-        (Target::Processes(targets.pids.clone()), targets)
+        (Target::Processes(targets.named().to_vec()), targets)
     };
     let config = SessionConfig {
         syscalls: options.syscalls.clone(),
@@ -107,6 +107,19 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
             return Err(e.into());
         }
     };
+    // Descendants found in /proc may have exited since: those are skipped, not an error.
+    let mut descendants = 0;
+    for &pid in targets.descendant_pids() {
+        match session.track_if_running(pid) {
+            Ok(tracked) => descendants += usize::from(tracked),
+            Err(e) => {
+                if let Some(child) = child {
+                    child.kill();
+                }
+                return Err(e.into());
+            }
+        }
+    }
     if let Some(child) = &child {
         if let Err(e) = session.track(child.pid) {
             child.kill();
@@ -126,18 +139,18 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         (Some(_), _) => format!("'{}'{children}", options.command.join(" ")),
         (None, true) => "all processes".to_owned(),
         (None, false) => {
-            let named = targets.pids.len() - targets.descendants;
-            let pids = targets.pids[..named]
+            let named = targets.named();
+            let pids = named
                 .iter()
                 .map(u32::to_string)
                 .collect::<Vec<_>>()
                 .join(", ");
-            match targets.descendants {
+            match descendants {
                 0 => format!("pid {pids}{children}"),
                 n => format!(
                     "pid {pids} and {n} running descendant{} ({} processes){children}",
                     if n == 1 { "" } else { "s" },
-                    targets.pids.len()
+                    named.len() + n
                 ),
             }
         }

@@ -346,6 +346,20 @@ pub struct Targets {
     pub notes: Vec<String>,
 }
 
+impl Targets {
+    /// The processes the user named (thread ids mapped to their process).
+    #[must_use]
+    pub fn named(&self) -> &[u32] {
+        &self.pids[..self.pids.len() - self.descendants]
+    }
+
+    /// The running descendants found in `/proc`; any of them may exit before it is tracked.
+    #[must_use]
+    pub fn descendant_pids(&self) -> &[u32] {
+        &self.pids[self.pids.len() - self.descendants..]
+    }
+}
+
 /// Turns the pids a user named into processes to trace: a thread id becomes its process, a
 /// kernel thread or a pid that is not running is a one-line error, and with `with_descendants`
 /// the processes they had already forked (an nginx master's workers) are added.

@@ -135,22 +135,29 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             options.listen
         )
     })?;
+    let targets = if options.all {
+        crate::process::Targets::default()
+    } else {
+        crate::process::resolve_targets(&options.pids, true)?
+    };
+    for note in &targets.notes {
+        crate::errln!("note: {note}");
+    }
     let target = if options.all {
         Target::All
     } else {
-        let targets = crate::process::resolve_targets(&options.pids, true)?;
-        for note in &targets.notes {
-            crate::errln!("note: {note}");
-        }
-        Target::Processes(targets.pids)
+        Target::Processes(targets.named().to_vec())
     };
-    let session = Session::start(&SessionConfig {
+    let mut session = Session::start(&SessionConfig {
         syscalls: options.syscalls.clone(),
         target,
         programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
         follow_forks: true,
     })?;
+    for &pid in targets.descendant_pids() {
+        session.track_if_running(pid)?;
+    }
     let mut metadata = Metadata::collect("serve");
     let what = if options.all {
         "all".to_owned()

@@ -7,7 +7,6 @@
 use std::{
     path::{Path, PathBuf},
     process::Command,
-    sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
 };
 
@@ -26,22 +25,12 @@ use profiler::{
     },
 };
 
-/// Tests that load BPF programs (the `attach` end-to-end ones) run one at a time.
-static KERNEL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    KERNEL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use common::serial;
 
-/// A fresh empty directory under cargo's per-test scratch dir.
 fn scratch(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("export-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    common::scratch("export", name)
 }
 
 fn text(exporter: &dyn Exporter, data: &ExportData) -> String {

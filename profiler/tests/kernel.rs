@@ -4,10 +4,7 @@
 //! test knows exactly which calls they make: nothing from a runtime or the test harness.
 
 use std::{
-    sync::{
-        Mutex, MutexGuard,
-        atomic::{AtomicU32, Ordering},
-    },
+    sync::atomic::{AtomicU32, Ordering},
     time::Duration,
 };
 
@@ -17,14 +14,9 @@ use profiler::{
 };
 use profiler_common::ErrnoClass;
 
-/// Kernel tests run one at a time: the timing tests must not share two CPUs with a busy sibling.
-static KERNEL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    KERNEL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use common::serial;
 
 /// A forked child, stopped (SIGSTOP) before it runs `work`.
 #[derive(Clone, Copy)]

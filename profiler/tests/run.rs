@@ -1,11 +1,6 @@
 //! `profiler run` against the real servers, with the kernel programs loaded (root, as in CI).
 
-use std::{
-    path::PathBuf,
-    process::Command,
-    sync::{Mutex, MutexGuard},
-    time::Duration,
-};
+use std::{path::PathBuf, process::Command, time::Duration};
 
 use profiler::{
     bpf::Syscall,
@@ -17,13 +12,9 @@ use profiler::{
 };
 use profiler_common::ErrnoClass;
 
-static SERIAL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use common::serial;
 
 /// target/debug/servers, built by `cargo xtask test` (the whole workspace).
 fn servers_binary() -> PathBuf {

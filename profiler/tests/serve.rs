@@ -6,18 +6,13 @@ use std::{
     net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
-    sync::{Mutex, MutexGuard, mpsc},
+    sync::mpsc,
     time::{Duration, Instant},
 };
 
-/// Tests that load BPF programs run one at a time.
-static KERNEL: Mutex<()> = Mutex::new(());
+mod common;
 
-fn serial() -> MutexGuard<'static, ()> {
-    KERNEL
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use common::serial;
 
 /// Kills (SIGTERM, then SIGKILL after 10 s) and reaps a process when dropped, even on panic.
 struct Killed(Child);

@@ -270,6 +270,16 @@ impl Session {
         Ok(())
     }
 
+    /// [`Session::track`] for a process that may have exited since it was found (a running
+    /// descendant seen in `/proc`): false, and nothing tracked, if it has.
+    pub fn track_if_running(&mut self, pid: u32) -> Result<bool, SetupError> {
+        match self.track(pid) {
+            Ok(()) => Ok(true),
+            Err(SetupError::NoSuchProcess(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Whether any process the session tracks (named or forked) is still alive, as the kernel
     /// programs see it: exits are seen on `sched_process_exit`, so an unrelated process that
     /// reuses a pid later does not count.
