@@ -60,13 +60,24 @@ pub const fn encode_slot_entry(slot: u32, events: bool) -> SlotEntry {
     (slot + 1) | if events { SLOT_FLAG_EVENTS } else { 0 }
 }
 
+/// The slot an entry names; `MAX_SYSCALL_SLOTS` or more (u32::MAX for entry 0) when the
+/// syscall is not timed. The kernel's hot path uses this form: compared with
+/// `MAX_SYSCALL_SLOTS` and then masked, it keeps 6.1's verifier sure of the bound, where the
+/// `Option` of [`slot_of_entry`] let LLVM drop the mask and 6.1 refused the program
+/// ("R0 unbounded memory access").
+#[inline(always)]
+#[must_use]
+pub const fn entry_slot(entry: SlotEntry) -> u32 {
+    (entry & 0xffff).wrapping_sub(1)
+}
+
 /// The slot an entry names, or `None` for a syscall that is not timed (entry 0).
 #[inline(always)]
 #[must_use]
 pub const fn slot_of_entry(entry: SlotEntry) -> Option<u32> {
-    match entry & 0xffff {
-        0 => None,
-        n => Some(n - 1),
+    match entry_slot(entry) {
+        slot if slot < MAX_SYSCALL_SLOTS as u32 => Some(slot),
+        _ => None,
     }
 }
 

@@ -30,8 +30,8 @@ mod programs {
         DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
         HIST_BUCKETS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
         OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, SlotEntry,
-        SyscallSlot, ThreadStart, bucket_index, entry_counts_events, forked_process_index,
-        slot_of_entry,
+        SyscallSlot, ThreadStart, bucket_index, entry_counts_events, entry_slot,
+        forked_process_index, slot_of_entry,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -226,10 +226,12 @@ mod programs {
         unsafe { (*start_ptr).start_ns = 0 };
         let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
-        let Some(slot) = slot_of_entry(entry).filter(|&s| s < MAX_SYSCALL_SLOTS as u32) else {
+        // The shape 6.1's verifier needs: a compare here, the mask at the per-process update.
+        let slot = entry_slot(entry);
+        if slot >= MAX_SYSCALL_SLOTS as u32 {
             count_drop(DropReason::NoSlot);
             return 0;
-        };
+        }
         let Some(data) = SYSCALLS.get_ptr_mut(slot) else {
             return 0;
         };

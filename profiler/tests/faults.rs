@@ -530,6 +530,8 @@ fn c2c_interrupted_prints_what_it_measured() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
+    // Once the handler is in place, give the first mechanism its 1 s.
+    common::wait_until_catching(c2c.id(), libc::SIGINT, Duration::from_secs(60));
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(c2c.id() as i32, libc::SIGINT) };

@@ -3,7 +3,7 @@
 #![allow(dead_code)] // each test binary uses its own part of this
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::Command,
     sync::{Mutex, MutexGuard},
     time::{Duration, Instant},
@@ -20,13 +20,45 @@ pub fn serial() -> MutexGuard<'static, ()> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// A fresh empty directory under cargo's per-test scratch dir, named `{binary}-{name}-{pid}`.
+/// A fresh empty directory named `{binary}-{name}-{pid}` under cargo's per-test scratch dir, or
+/// under the temporary directory where that is read-only (the kernel matrix's guests see the
+/// host's tree read-only).
 pub fn scratch(binary: &str, name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("{binary}-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+    let leaf = format!("{binary}-{name}-{}", std::process::id());
+    for base in [
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")),
+        std::env::temp_dir().join("profiler-tests"),
+    ] {
+        let dir = base.join(&leaf);
+        let _ = std::fs::remove_dir_all(&dir);
+        if std::fs::create_dir_all(&dir).is_ok() {
+            return dir;
+        }
+    }
+    panic!("no writable scratch directory for {leaf}");
+}
+
+/// Waits until process `pid` catches `signal` (its handler is installed), at most `limit`.
+pub fn wait_until_catching(pid: u32, signal: i32, limit: Duration) {
+    let deadline = Instant::now() + limit;
+    loop {
+        let caught = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("SigCgt:"))
+                    .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            })
+            .is_some_and(|mask| mask & (1 << (signal - 1)) != 0);
+        if caught {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "pid {pid} installed no handler for signal {signal} within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The `profiler` binary this test build made.
