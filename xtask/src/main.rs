@@ -193,9 +193,20 @@ fn is_root() -> bool {
     unsafe { libc_geteuid() == 0 }
 }
 
+/// SIGKILL to every process of the group `pgid`.
+fn kill_group(pgid: u32) {
+    const SIGKILL: i32 = 9;
+    // SAFETY: kill has no memory preconditions; a group that is gone gives ESRCH.
+    unsafe {
+        libc_kill(-(pgid as i32), SIGKILL);
+    }
+}
+
 unsafe extern "C" {
     #[link_name = "geteuid"]
     fn libc_geteuid() -> u32;
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
 }
 
 fn require_root(why: &str) -> Result<()> {
