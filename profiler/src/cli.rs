@@ -2,7 +2,9 @@
 
 use std::{net::SocketAddr, path::PathBuf, time::Duration};
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::{bpf::DEFAULT_SYSCALLS, loadgen::Workload, run::RUN_SYSCALLS, run::model::Variant};
 
 /// Per-syscall latency of network servers, measured in the kernel with eBPF.
 #[derive(Debug, Parser)]
@@ -103,8 +105,8 @@ pub struct AttachArgs {
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Syscalls to time, comma-separated [default: accept,accept4,close,epoll_wait,epoll_pwait,read].
-    #[arg(short, long, value_delimiter = ',')]
+    /// Syscalls to time, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
     pub syscalls: Vec<String>,
     /// Also print a table for each interval of this length (e.g. 1s).
     #[arg(short, long, value_parser = parse_duration)]
@@ -165,8 +167,8 @@ pub struct ServeArgs {
     /// Address to serve /metrics on; loopback unless you name another.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Syscalls to time, comma-separated [default: accept,accept4,close,epoll_wait,epoll_pwait,read].
-    #[arg(short, long, value_delimiter = ',')]
+    /// Syscalls to time, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
     pub syscalls: Vec<String>,
 }
 
@@ -180,12 +182,12 @@ pub struct ServeArgs {
     profiler run --idle-conns 10000 --lt-epollout --variants lt,et
     profiler run --preset comprehensive               # the reference suite in one command")]
 pub struct RunArgs {
-    /// Server variants, comma-separated: lt, et, lt-pure, mp.
-    #[arg(long, value_delimiter = ',', default_value = "lt,et,lt-pure,mp")]
-    pub variants: Vec<String>,
-    /// Traffic: short-echo (connect, echo, close), keepalive-echo, or http (keep-alive).
-    #[arg(long, default_value = "short-echo")]
-    pub workload: String,
+    /// Server variants, comma-separated.
+    #[arg(long, value_delimiter = ',', value_enum, default_values_t = Variant::ALL)]
+    pub variants: Vec<Variant>,
+    /// Traffic.
+    #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
+    pub workload: Workload,
     /// Concurrent clients; a list sweeps it (e.g. 10,50,100). Default: 1 (serial), plus one
     /// run at 10.
     #[arg(short, long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=100_000))]
@@ -233,11 +235,12 @@ pub struct RunArgs {
     /// Drop the page cache before each run (cold start).
     #[arg(long)]
     pub drop_caches: bool,
-    /// A ready-made suite: `comprehensive` (the reference experiments).
-    #[arg(long)]
-    pub preset: Option<String>,
-    /// Syscalls to time [default: accept,accept4,close,epoll_wait,epoll_pwait,read,write,epoll_ctl,fcntl].
-    #[arg(short, long, value_delimiter = ',')]
+    /// A ready-made suite with its own scenarios, request counts and runs (so it takes no
+    /// --concurrency, --requests, --duration or --runs).
+    #[arg(long, value_enum, conflicts_with_all = ["concurrency", "requests", "duration", "runs"])]
+    pub preset: Option<Preset>,
+    /// Syscalls to time, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_values = RUN_SYSCALLS)]
     pub syscalls: Vec<String>,
     /// The servers binary [default: `servers` next to this executable].
     #[arg(long, value_name = "PATH")]
@@ -248,6 +251,14 @@ pub struct RunArgs {
     /// Files to write the results to.
     #[command(flatten)]
     pub exports: ExportArgs,
+}
+
+/// `profiler run --preset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// The reference experiments: serial and concurrent, strace, mp, cold and warm caches,
+    /// 10000 idle connections.
+    Comprehensive,
 }
 
 /// `profiler bench` subcommands.

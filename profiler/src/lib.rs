@@ -7,6 +7,7 @@
 //! - [`cpus`]: CPU lists, the CPUs this process may use, pinning.
 //! - [`process`]: starting commands stopped, pidfds, `/proc` (threads, descendants).
 //! - [`output`]: printing that survives a closed stdout.
+//! - [`trace`]: setting up a trace of processes, shared by `attach` and `serve`.
 //! - [`attach`]: `profiler attach`.
 //! - [`run`]: `profiler run`, the epoll server experiments end to end.
 //! - [`loadgen`]: the tokio load generator `profiler run` drives servers with.
@@ -32,3 +33,4 @@ pub mod run;
 pub mod serve;
 pub mod statistics;
 pub mod stats;
+pub mod trace;

@@ -7,9 +7,10 @@ use clap::Parser as _;
 use profiler::{
     attach::{self, AttachOptions},
     bench,
-    bpf::{DEFAULT_SYSCALLS, Syscall},
+    bpf::Syscall,
     c2c::{self, C2cOptions, Mechanism, SyscallTimer, kernel_timer::KernelSyscallTimer},
     cli::{BenchCommand, C2cArgs, Cli, Command},
+    trace::TraceRequest,
 };
 
 fn main() -> ExitCode {
@@ -39,20 +40,17 @@ fn run(cli: Cli) -> Result<i32> {
                 anyhow::bail!("nothing to trace: give --pid PID, --all, or a command after --");
             }
             profiler::export::check_export_args(&args.exports)?;
-            let names: Vec<String> = if args.syscalls.is_empty() {
-                DEFAULT_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
-            } else {
-                args.syscalls
-            };
             let options = AttachOptions {
-                pids: args.pids,
-                all: args.all,
-                children: !args.no_children,
+                trace: TraceRequest {
+                    syscalls: Syscall::resolve_list(&args.syscalls)?,
+                    pids: args.pids,
+                    all: args.all,
+                    children: !args.no_children,
+                    command: args.command,
+                },
                 duration: args.duration,
                 interval: args.interval,
-                syscalls: resolve(&names)?,
                 histograms: args.hist,
-                command: args.command,
                 exports: args.exports,
             };
             attach::run(&options)
@@ -64,16 +62,15 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Serve(args) => {
-            let names: Vec<String> = if args.syscalls.is_empty() {
-                DEFAULT_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
-            } else {
-                args.syscalls
-            };
             let options = profiler::serve::ServeOptions {
-                pids: args.pids,
-                all: args.all,
+                trace: TraceRequest {
+                    syscalls: Syscall::resolve_list(&args.syscalls)?,
+                    pids: args.pids,
+                    all: args.all,
+                    children: true,
+                    command: Vec::new(),
+                },
                 listen: args.listen,
-                syscalls: resolve(&names)?,
             };
             profiler::serve::run(&options)?;
             Ok(0)
@@ -81,22 +78,9 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
-/// Resolves syscall names; the privilege check comes first so its error is the one shown.
-fn resolve(names: &[String]) -> Result<Vec<Syscall>> {
-    profiler::bpf::environment::check_privileges()?;
-    Ok(Syscall::resolve_list(names)?)
-}
-
 fn run_c2c(args: &C2cArgs) -> Result<i32> {
     // Ctrl-C ends the mechanism in progress at its time limit, then prints what was measured.
-    let interrupt = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, std::sync::Arc::clone(&interrupt))?;
-    }
+    let interrupt = profiler::trace::stop_on_signals()?;
     let options = C2cOptions {
         cpus: args.cpus,
         round_trips: args.round_trips,

@@ -12,7 +12,7 @@ use std::{
     net::{SocketAddr, TcpListener, TcpStream},
     os::fd::AsRawFd as _,
     sync::{
-        Arc, Mutex,
+        Mutex,
         atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::{Duration, Instant},
@@ -21,21 +21,18 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
-    export::{ExportData, Measurement, Metadata, prometheus},
+    bpf::Session,
+    export::{ExportData, Metadata, prometheus},
+    trace::{self, Trace, TraceRequest},
 };
 
 /// What `profiler serve` was asked to do.
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
-    /// Processes to trace (their children are followed).
-    pub pids: Vec<u32>,
-    /// Trace every process.
-    pub all: bool,
+    /// What to trace (children are always followed; no command).
+    pub trace: TraceRequest,
     /// Address to listen on.
     pub listen: SocketAddr,
-    /// Syscalls to time.
-    pub syscalls: Vec<Syscall>,
 }
 
 /// The Prometheus content type of the text format.
@@ -85,20 +82,7 @@ impl MetricsSource {
         };
         let mut metadata = self.metadata.clone();
         metadata.duration_s = self.started.elapsed().as_secs_f64();
-        let data = ExportData {
-            metadata,
-            measurements: vec![Measurement {
-                variant: None,
-                concurrency: None,
-                run: None,
-                syscalls: snapshot,
-                load: None,
-                failure: None,
-            }],
-            partial: false,
-            failures: Vec::new(),
-        };
-        let mut text = prometheus::render(&data);
+        let mut text = prometheus::render(&ExportData::of_trace(metadata, snapshot, false));
         if let Some(alive) = alive {
             use std::fmt::Write as _;
             let _ = write!(
@@ -118,16 +102,7 @@ impl MetricsSource {
 
 /// Runs `profiler serve` until SIGINT or SIGTERM.
 pub fn run(options: &ServeOptions) -> Result<()> {
-    let stop = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
-        signal_hook::consts::SIGHUP,
-    ] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
-            .context("installing the Ctrl-C handler")?;
-    }
+    let stop = trace::stop_on_signals()?;
     // Bind first: a taken port fails before the kernel programs are loaded.
     let listener = TcpListener::bind(options.listen).with_context(|| {
         format!(
@@ -135,55 +110,15 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             options.listen
         )
     })?;
-    let targets = if options.all {
-        crate::process::Targets::default()
-    } else {
-        crate::process::resolve_targets(&options.pids, true)?
-    };
-    for note in &targets.notes {
-        crate::errln!("note: {note}");
-    }
-    let target = if options.all {
-        Target::All
-    } else {
-        Target::Processes(targets.named().to_vec())
-    };
-    let mut session = Session::start(&SessionConfig {
-        syscalls: options.syscalls.clone(),
-        target,
-        programs: Programs::Profiler,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
-    })?;
-    for &pid in targets.descendant_pids() {
-        session.track_if_running(pid)?;
-    }
+    let trace = Trace::start(&options.trace)?;
     let mut metadata = Metadata::collect("serve");
-    let what = if options.all {
-        "all".to_owned()
-    } else {
-        options
-            .pids
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    metadata.settings.insert("pids".into(), what.clone());
-    metadata.settings.insert(
-        "syscalls".into(),
-        options
-            .syscalls
-            .iter()
-            .map(|s| s.name.as_str())
-            .collect::<Vec<_>>()
-            .join(","),
-    );
-    let mut source = MetricsSource::new(session, metadata, options.all);
+    options.trace.describe_in(&mut metadata);
+    let what = trace.describe(&options.trace);
+    let mut source = MetricsSource::new(trace.session, metadata, options.trace.all);
     let address = listener
         .local_addr()
         .context("reading the listening address")?;
-    crate::errln!("Serving metrics of pid(s) {what} on http://{address}/metrics (Ctrl-C to stop)");
+    crate::errln!("Serving metrics of {what} on http://{address}/metrics (Ctrl-C to stop)");
     serve(&listener, &mut source, &stop)
 }
 

@@ -2,7 +2,7 @@
 
 use std::{io, os::fd::RawFd};
 
-use crate::{protocol::http::MAX_HEADER_BYTES, sys};
+use crate::sys;
 
 /// Per-connection state. Buffers start empty, so an idle connection costs a few dozen bytes.
 #[derive(Debug)]
@@ -72,13 +72,14 @@ impl Conn {
 
     /// Whether reading more is allowed: the client may still send, we mean to keep the
     /// connection, the pending output is under `output_limit` and the unconsumed input under
-    /// `output_limit` plus one largest request head (the backpressure that bounds memory for
-    /// a client that sends, or pipelines, faster than it reads).
-    pub fn wants_input(&self, output_limit: usize) -> bool {
+    /// `output_limit` plus `input_allowance` (the protocol's largest unit, one HTTP request
+    /// head): the backpressure that bounds memory for a client that sends, or pipelines,
+    /// faster than it reads.
+    pub fn wants_input(&self, output_limit: usize, input_allowance: usize) -> bool {
         !self.peer_closed
             && !self.close_after_flush
             && self.pending_output() < output_limit
-            && self.input.len() < output_limit + MAX_HEADER_BYTES
+            && self.input.len() < output_limit + input_allowance
     }
 
     /// Whether the connection has nothing left to do and should be closed.

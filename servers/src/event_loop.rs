@@ -1,6 +1,6 @@
 //! The single-threaded epoll event loop shared by every variant.
 //!
-//! The variants differ only in the four [`Variant`] methods gathered at the top of this file
+//! The variants differ only in the four [`Variant`] methods gathered near the top of this file
 //! (which epoll flags, how many accepts per event, how many reads per event, which interest a
 //! connection needs); everything else — buffers, writes, protocol, shutdown — is shared.
 
@@ -9,6 +9,7 @@ use std::{io, os::fd::RawFd};
 use anyhow::{Context, Result};
 
 use crate::{
+    Variant,
     conn::{Conn, FlushOutcome, ReadOutcome},
     protocol::Protocol,
     sys::{self, Epoll, SignalFd},
@@ -19,24 +20,6 @@ const OUT: u32 = libc::EPOLLOUT as u32;
 const ET: u32 = libc::EPOLLET as u32;
 const ERR_OR_HUP: u32 = (libc::EPOLLERR | libc::EPOLLHUP) as u32;
 
-/// How one epoll loop waits for and reacts to readiness.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variant {
-    /// Level-triggered; accept loops until EAGAIN; one read per event.
-    LevelTriggered {
-        /// Keep EPOLLOUT registered on every client ("EPOLLOUT noise" scenario).
-        always_epollout: bool,
-    },
-    /// Level-triggered with exactly one accept per readiness event of the listener.
-    LevelTriggeredPure {
-        /// Keep EPOLLOUT registered on every client.
-        always_epollout: bool,
-    },
-    /// Edge-triggered everywhere; accept, read and write loop until EAGAIN; EPOLLOUT only
-    /// while a write is blocked (switched with `epoll_ctl(MOD)`).
-    EdgeTriggered,
-}
-
 /// How many times to call accept (or read) per readiness event.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PerEvent {
@@ -46,49 +29,49 @@ pub enum PerEvent {
     UntilEagain,
 }
 
-// The variants side by side: these four methods are all that differs between LT, LT-PURE and ET.
+// The variants side by side: these four methods are all that differs between LT, LT-PURE and
+// ET; MP's workers each run the ET loop.
 impl Variant {
     /// Events registered for the listening socket.
     pub fn listener_events(self) -> u32 {
         match self {
-            Self::LevelTriggered { .. } | Self::LevelTriggeredPure { .. } => IN,
-            Self::EdgeTriggered => IN | ET,
+            Self::Lt | Self::LtPure => IN,
+            Self::Et | Self::Mp => IN | ET,
         }
     }
 
     /// How many accepts per readiness event of the listening socket.
     pub fn accepts_per_event(self) -> PerEvent {
         match self {
-            Self::LevelTriggered { .. } => PerEvent::UntilEagain,
-            Self::LevelTriggeredPure { .. } => PerEvent::Once,
-            Self::EdgeTriggered => PerEvent::UntilEagain,
+            Self::Lt => PerEvent::UntilEagain,
+            Self::LtPure => PerEvent::Once,
+            Self::Et | Self::Mp => PerEvent::UntilEagain,
         }
     }
 
     /// How many reads per readiness event of a client socket.
     pub fn reads_per_event(self) -> PerEvent {
         match self {
-            Self::LevelTriggered { .. } | Self::LevelTriggeredPure { .. } => PerEvent::Once,
-            Self::EdgeTriggered => PerEvent::UntilEagain,
+            Self::Lt | Self::LtPure => PerEvent::Once,
+            Self::Et | Self::Mp => PerEvent::UntilEagain,
         }
     }
 
     /// Events a client socket should be registered for, given its state.
-    pub fn client_events(self, conn: &Conn, output_limit: usize) -> u32 {
+    pub fn client_events(self, conn: &Conn, config: &LoopConfig) -> u32 {
         let pending = conn.pending_output() > 0;
         match self {
-            Self::LevelTriggered { always_epollout }
-            | Self::LevelTriggeredPure { always_epollout } => {
+            Self::Lt | Self::LtPure => {
                 // Level-triggered: drop EPOLLIN while we refuse to read, or epoll would spin.
-                let readable = if conn.wants_input(output_limit) {
-                    IN
+                let readable = if config.wants_input(conn) { IN } else { 0 };
+                let writable = if pending || config.always_epollout {
+                    OUT
                 } else {
                     0
                 };
-                let writable = if pending || always_epollout { OUT } else { 0 };
                 readable | writable
             }
-            Self::EdgeTriggered => ET | if pending { OUT } else { IN },
+            Self::Et | Self::Mp => ET | if pending { OUT } else { IN },
         }
     }
 }
@@ -96,14 +79,24 @@ impl Variant {
 /// Settings of one event loop.
 #[derive(Debug, Clone, Copy)]
 pub struct LoopConfig {
-    /// LT, LT-PURE or ET.
+    /// LT, LT-PURE or ET (an MP worker's loop is ET).
     pub variant: Variant,
+    /// LT and LT-PURE: keep EPOLLOUT registered on every client ("EPOLLOUT noise" scenario).
+    pub always_epollout: bool,
     /// Echo or HTTP.
     pub protocol: Protocol,
     /// Size of each `read` and the pending-output limit per connection.
     pub buffer_size: usize,
     /// Capacity of the `epoll_wait` event array.
     pub max_events: usize,
+}
+
+impl LoopConfig {
+    /// Whether `conn` may read more: the output limit, plus the input the protocol may hold
+    /// unparsed (one largest HTTP request head).
+    pub fn wants_input(&self, conn: &Conn) -> bool {
+        conn.wants_input(self.buffer_size, self.protocol.input_allowance())
+    }
 }
 
 /// Counters reported when the loop ends.
@@ -245,10 +238,7 @@ impl EventLoop {
             return;
         }
         let mut conn = Conn::new(fd);
-        conn.registered = self
-            .config
-            .variant
-            .client_events(&conn, self.config.buffer_size);
+        conn.registered = self.config.variant.client_events(&conn, &self.config);
         if self.epoll.add(fd, conn.registered).is_err() {
             sys::close(fd);
             return;
@@ -274,7 +264,7 @@ impl EventLoop {
             self.close(fd);
             return;
         }
-        let wanted = config.variant.client_events(conn, config.buffer_size);
+        let wanted = config.variant.client_events(conn, &config);
         if wanted != conn.registered {
             if self.epoll.modify(fd, wanted).is_err() {
                 self.close(fd);
@@ -306,7 +296,7 @@ impl EventLoop {
 /// Returns false when the connection must be closed.
 fn on_readable(conn: &mut Conn, scratch: &mut [u8], config: LoopConfig) -> bool {
     let per_event = config.variant.reads_per_event();
-    while conn.wants_input(config.buffer_size) {
+    while config.wants_input(conn) {
         match conn.read_once(scratch) {
             ReadOutcome::Data(n) => {
                 config

@@ -11,6 +11,9 @@ pub mod event_loop;
 pub mod mp;
 pub mod protocol;
 pub mod sys;
+pub mod variant;
+
+pub use variant::Variant;
 
 use std::{
     fmt,
@@ -21,29 +24,16 @@ use std::{
 use anyhow::{Context, Result};
 
 use crate::{
-    event_loop::{EventLoop, LoopConfig, Variant},
+    event_loop::{EventLoop, LoopConfig},
     protocol::Protocol,
     sys::SignalFd,
 };
 
-/// Which server design to run (`--mode`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
-    /// Level-triggered, accept loop until EAGAIN.
-    Lt,
-    /// Level-triggered, one accept per event.
-    LtPure,
-    /// Edge-triggered.
-    Et,
-    /// Forked edge-triggered workers sharing the port with SO_REUSEPORT.
-    Mp,
-}
-
 /// Everything the command line configures.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// Server design.
-    pub mode: Mode,
+    /// Server design (`--mode`).
+    pub variant: Variant,
     /// Echo or HTTP.
     pub protocol: Protocol,
     /// LT/LT-PURE only: keep EPOLLOUT registered on every client.
@@ -79,23 +69,11 @@ impl fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 impl ServerConfig {
-    /// The event-loop variant this configuration runs (MP workers are edge-triggered).
-    pub fn variant(&self) -> Variant {
-        match self.mode {
-            Mode::Lt => Variant::LevelTriggered {
-                always_epollout: self.lt_epollout,
-            },
-            Mode::LtPure => Variant::LevelTriggeredPure {
-                always_epollout: self.lt_epollout,
-            },
-            Mode::Et | Mode::Mp => Variant::EdgeTriggered,
-        }
-    }
-
     /// Settings for each event loop.
     pub fn loop_config(&self) -> LoopConfig {
         LoopConfig {
-            variant: self.variant(),
+            variant: self.variant,
+            always_epollout: self.lt_epollout && self.variant.is_level_triggered(),
             protocol: self.protocol,
             buffer_size: self.buffer_size,
             max_events: self.max_events,
@@ -127,9 +105,9 @@ pub fn run(config: &ServerConfig) -> Result<i32> {
             )
         })?;
     }
-    match config.mode {
-        Mode::Mp => mp::run(config),
-        Mode::Lt | Mode::LtPure | Mode::Et => run_single(config),
+    match config.variant {
+        Variant::Mp => mp::run(config),
+        Variant::Lt | Variant::LtPure | Variant::Et => run_single(config),
     }
 }
 

@@ -3,7 +3,7 @@
 use std::{net::IpAddr, process::ExitCode};
 
 use clap::{Parser, ValueEnum, error::ErrorKind};
-use servers::{Mode, ServerConfig, UsageError, parse_cpu_list, protocol::Protocol};
+use servers::{ServerConfig, UsageError, Variant, parse_cpu_list, protocol::Protocol};
 
 const EXAMPLES: &str = "\
 EXAMPLES:
@@ -14,19 +14,6 @@ EXAMPLES:
 
 Once it accepts connections it prints one line `listening on ADDR:PORT` to stdout.
 SIGTERM or SIGINT closes every connection and exits 0.";
-
-/// The server design.
-#[derive(Debug, Clone, Copy, ValueEnum)]
-enum ModeArg {
-    /// Level-triggered; accept loops until EAGAIN; one read per event.
-    Lt,
-    /// Edge-triggered; accept/read/write loop until EAGAIN; EPOLLOUT only while blocked.
-    Et,
-    /// Level-triggered with exactly one accept per listener event.
-    LtPure,
-    /// Forked ET workers, each with its own SO_REUSEPORT socket.
-    Mp,
-}
 
 /// The protocol spoken to clients.
 #[derive(Debug, Clone, Copy, ValueEnum)]
@@ -43,7 +30,7 @@ enum ProtocolArg {
 struct Cli {
     /// Server design.
     #[arg(long, value_enum)]
-    mode: ModeArg,
+    mode: Variant,
     /// Protocol spoken to clients.
     #[arg(long, value_enum, default_value = "echo")]
     protocol: ProtocolArg,
@@ -82,18 +69,13 @@ struct Cli {
 impl Cli {
     /// Checks option combinations and builds the server configuration.
     fn into_config(self) -> Result<ServerConfig, UsageError> {
-        let mode = match self.mode {
-            ModeArg::Lt => Mode::Lt,
-            ModeArg::Et => Mode::Et,
-            ModeArg::LtPure => Mode::LtPure,
-            ModeArg::Mp => Mode::Mp,
-        };
-        if self.lt_epollout && !matches!(mode, Mode::Lt | Mode::LtPure) {
+        let variant = self.mode;
+        if self.lt_epollout && !variant.is_level_triggered() {
             return Err(UsageError(
                 "--lt-epollout only applies to --mode lt or lt-pure".into(),
             ));
         }
-        if self.workers.is_some() && mode != Mode::Mp {
+        if self.workers.is_some() && variant != Variant::Mp {
             return Err(UsageError("--workers only applies to --mode mp".into()));
         }
         let protocol = match self.protocol {
@@ -109,7 +91,7 @@ impl Cli {
         };
         let cpus = self.cpus.as_deref().map(parse_cpu_list).transpose()?;
         Ok(ServerConfig {
-            mode,
+            variant,
             protocol,
             lt_epollout: self.lt_epollout,
             bind: self.bind,

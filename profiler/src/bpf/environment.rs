@@ -10,8 +10,16 @@ pub const TRACEFS: &str = "/sys/kernel/tracing";
 const CAP_PERFMON: u32 = 38;
 const CAP_BPF: u32 = 39;
 
+/// The one check before anything touches the tracing interfaces (resolving a syscall name reads
+/// tracefs; a session loads programs): the privileges first, so that theirs is the error shown,
+/// then tracefs mounted with its syscall tracepoints.
+pub fn prepare() -> Result<(), SetupError> {
+    check_privileges()?;
+    ensure_tracefs()
+}
+
 /// Fails unless this process may load tracing programs: root, or CAP_BPF and CAP_PERFMON.
-pub fn check_privileges() -> Result<(), SetupError> {
+fn check_privileges() -> Result<(), SetupError> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } == 0 {
         return Ok(());
@@ -43,7 +51,7 @@ pub fn check_bpf() -> Result<(), SetupError> {
 
 /// Makes sure `/sys/kernel/tracing/events/syscalls` exists, mounting tracefs when it is not
 /// mounted (root only).
-pub fn ensure_tracefs() -> Result<(), SetupError> {
+fn ensure_tracefs() -> Result<(), SetupError> {
     let events = Path::new(TRACEFS).join("events");
     if events.is_dir() {
         return if events.join("syscalls").is_dir() {

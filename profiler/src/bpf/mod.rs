@@ -151,9 +151,8 @@ impl Drop for Session {
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
-        environment::check_privileges()?;
+        environment::prepare()?;
         environment::check_bpf()?;
-        environment::ensure_tracefs()?;
         environment::raise_memlock_limit();
         if config.syscalls.len() > MAX_SYSCALL_SLOTS {
             return Err(SetupError::TooManySyscalls(config.syscalls.len()));

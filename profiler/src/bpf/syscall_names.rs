@@ -44,7 +44,7 @@ impl Syscall {
     /// the table's name and the tracepoint's differ (`fstat` or `newfstat`, `sendfile` or
     /// `sendfile64`, `umount2` or `umount`); the tracepoint must exist on this kernel.
     pub fn resolve(name: &str) -> Result<Self, SetupError> {
-        environment::ensure_tracefs()?;
+        environment::prepare()?;
         let name = name.trim();
         let has_tracepoint = |t: &str| tracepoint_dir().join(format!("sys_enter_{t}")).is_dir();
         let in_table = |n: &str| syscalls::Sysno::from_str(n).ok();

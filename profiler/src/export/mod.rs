@@ -135,6 +135,24 @@ pub struct ExportData {
 }
 
 impl ExportData {
+    /// What a trace of processes (`attach`, `serve`) measured: one measurement, no variant.
+    #[must_use]
+    pub fn of_trace(metadata: Metadata, syscalls: Snapshot, partial: bool) -> Self {
+        Self {
+            metadata,
+            measurements: vec![Measurement {
+                variant: None,
+                concurrency: None,
+                run: None,
+                syscalls,
+                load: None,
+                failure: None,
+            }],
+            partial,
+            failures: Vec::new(),
+        }
+    }
+
     /// The partial banner every format shows, when the data is partial.
     #[must_use]
     pub fn partial_note(&self) -> Option<String> {

@@ -61,6 +61,21 @@ impl Workload {
     }
 }
 
+impl clap::ValueEnum for Workload {
+    fn value_variants<'a>() -> &'a [Self] {
+        &Self::ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        let help = match self {
+            Self::ShortEcho => "connect, echo the payload, close: a connection per request",
+            Self::KeepAliveEcho => "one connection per client, the payload echoed repeatedly",
+            Self::HttpKeepAlive => "one connection per client, GET / repeatedly (keep-alive)",
+        };
+        Some(clap::builder::PossibleValue::new(self.name()).help(help))
+    }
+}
+
 impl fmt::Display for Workload {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())

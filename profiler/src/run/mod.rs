@@ -36,8 +36,6 @@ use crate::{
 /// a variant failed, 130 when interrupted.
 pub fn main(args: &RunArgs) -> Result<i32> {
     export::check_export_args(&args.exports)?;
-    crate::bpf::environment::check_privileges()?;
-    crate::bpf::environment::ensure_tracefs()?;
     let mut options = options::from_args(args)?;
     options.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut metadata = Metadata::collect("run");
@@ -307,8 +305,7 @@ pub struct Experiment {
 /// Runs the experiment. Faults in one variant are recorded and the rest goes on; Ctrl-C stops
 /// after the current run, and what was measured is returned either way.
 pub fn run(options: &RunOptions) -> Result<Experiment> {
-    crate::bpf::environment::check_privileges()?;
-    crate::bpf::environment::ensure_tracefs()?;
+    crate::bpf::environment::prepare()?;
     if !options.server_bin.is_file() {
         bail!(
             "server binary {} not found: build it with `cargo build --release -p servers` or pass --server-bin PATH",
@@ -320,18 +317,9 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     {
         bail!("--strace needs strace: apt-get install strace");
     }
-    let interrupted = Arc::new(AtomicBool::new(false));
-    for signal in [
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-        // A closed terminal or a dropped ssh session: stop and write, as for SIGTERM.
-        signal_hook::consts::SIGHUP,
-    ] {
-        // The first one ends the run in progress within a load check (50 ms) and the teardown;
-        // a second one changes nothing: the completed runs are still written.
-        signal_hook::flag::register(signal, Arc::clone(&interrupted))
-            .context("installing the Ctrl-C handler")?;
-    }
+    // Ctrl-C ends the run in progress within a load check (50 ms) and the teardown; the
+    // completed runs are still written.
+    let interrupted = crate::trace::stop_on_signals()?;
     server::raise_nofile_limit(options.idle_conns as u64 + 4096);
 
     let started = Instant::now();

@@ -1,56 +1,11 @@
 //! What `profiler run` measured: scenarios × variants × runs, and the statistics over runs.
 
-use std::{fmt, str::FromStr};
-
 use serde::Serialize;
 
 use crate::{loadgen::LoadReport, stats::Snapshot};
 
-/// A server variant under test (the `servers --mode` values).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-pub enum Variant {
-    /// Level-triggered, accept in a loop until EAGAIN.
-    Lt,
-    /// Edge-triggered everywhere.
-    Et,
-    /// Level-triggered, one accept per readiness event.
-    LtPure,
-    /// Several edge-triggered worker processes on SO_REUSEPORT sockets.
-    Mp,
-}
-
-impl Variant {
-    /// All four, in the reference tables' order.
-    pub const ALL: [Self; 4] = [Self::Lt, Self::Et, Self::LtPure, Self::Mp];
-
-    /// The `--mode` name.
-    #[must_use]
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Lt => "lt",
-            Self::Et => "et",
-            Self::LtPure => "lt-pure",
-            Self::Mp => "mp",
-        }
-    }
-}
-
-impl fmt::Display for Variant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for Variant {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|v| v.name().eq_ignore_ascii_case(s.trim()))
-            .ok_or_else(|| format!("unknown variant '{s}': use lt, et, lt-pure or mp"))
-    }
-}
+/// A server variant under test: the servers crate's one description of them.
+pub use servers::Variant;
 
 /// How a run was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -211,22 +166,4 @@ pub struct ScenarioResult {
     pub concurrency: usize,
     /// One per variant.
     pub variants: Vec<VariantResult>,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn variant_names_round_trip() {
-        for v in Variant::ALL {
-            assert_eq!(v.name().parse::<Variant>(), Ok(v));
-        }
-        assert!(
-            "ltt"
-                .parse::<Variant>()
-                .unwrap_err()
-                .contains("lt, et, lt-pure or mp")
-        );
-    }
 }

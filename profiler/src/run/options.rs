@@ -2,10 +2,10 @@
 
 use anyhow::{Context as _, Result, bail};
 
-use super::{RUN_SYSCALLS, RunOptions, ScenarioSpec, model::Variant, server};
+use super::{RunOptions, ScenarioSpec, model::Variant, server};
 use crate::{
     bpf::Syscall,
-    cli::{RunArgs, parse_duration},
+    cli::{Preset, RunArgs, parse_duration},
     loadgen::{Stop, Workload},
 };
 
@@ -18,16 +18,12 @@ pub const DEFAULT_RUNS: u32 = 3;
 /// tracefs first).
 pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     let mut variants = Vec::new();
-    for name in args.variants.iter().filter(|n| !n.trim().is_empty()) {
-        let v: Variant = name.parse().map_err(anyhow::Error::msg)?;
+    for &v in &args.variants {
         if !variants.contains(&v) {
             variants.push(v);
         }
     }
-    if variants.is_empty() {
-        bail!("--variants is empty: name at least one of lt, et, lt-pure, mp");
-    }
-    let workload: Workload = args.workload.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let workload = args.workload;
     if let Some(rate) = args.rate
         && !(rate.is_finite() && rate > 0.0)
     {
@@ -73,9 +69,8 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     }
     let runs = args.runs.unwrap_or(DEFAULT_RUNS);
     let name = |c: u64| scenario_title(workload, stop, c);
-    let mut scenarios = match args.preset.as_deref() {
-        Some("comprehensive") => comprehensive(),
-        Some(other) => bail!("unknown preset '{other}': the one preset is `comprehensive`"),
+    let mut scenarios = match args.preset {
+        Some(Preset::Comprehensive) => comprehensive(),
         None if args.concurrency.is_empty() => vec![
             ScenarioSpec::new(name(1), 1, stop, runs),
             ScenarioSpec::new(name(10), 10, stop, 1),
@@ -111,11 +106,6 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     {
         bail!("--drop-caches needs /proc/sys/vm/drop_caches, which this system does not have");
     }
-    let names: Vec<String> = if args.syscalls.is_empty() {
-        RUN_SYSCALLS.iter().map(|s| (*s).to_owned()).collect()
-    } else {
-        args.syscalls.clone()
-    };
     let server_bin = match &args.server_bin {
         Some(p) => p.clone(),
         None => server::default_server_binary().context(
@@ -134,7 +124,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         workers: args.workers.map(|w| w as usize),
         idle_conns: args.idle_conns as usize,
         lt_epollout: args.lt_epollout,
-        syscalls: Syscall::resolve_list(&names)?,
+        syscalls: Syscall::resolve_list(&args.syscalls)?,
         server_bin,
         timeout: args.timeout,
         progress: true,

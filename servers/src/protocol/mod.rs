@@ -18,6 +18,16 @@ pub enum Protocol {
 }
 
 impl Protocol {
+    /// Input a connection may hold unparsed beyond the output limit: one largest request head
+    /// for HTTP; echo keeps no input.
+    #[must_use]
+    pub const fn input_allowance(self) -> usize {
+        match self {
+            Self::Echo { .. } => 0,
+            Self::Http => http::MAX_HEADER_BYTES,
+        }
+    }
+
     /// Feeds freshly read bytes to the protocol, which queues its replies in `conn.output`.
     pub fn consume(self, conn: &mut Conn, data: &[u8], output_limit: usize) {
         match self {

@@ -1,0 +1,175 @@
+//! Setting up a trace of chosen processes, the one path `attach` and `serve` share: the stop
+//! signals, the pids turned into processes (thread ids, kernel threads, running descendants),
+//! the programs attached, a started command tracked and resumed. A command started for the trace
+//! is killed on every failure, so no error leaves it stopped or running untraced.
+
+use std::sync::{Arc, atomic::AtomicBool};
+
+use anyhow::{Context as _, Result};
+
+use crate::{
+    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    export::Metadata,
+    process::{StoppedChild, Targets, resolve_targets},
+};
+
+/// A flag set by SIGINT, SIGTERM or SIGHUP (a closed terminal, a dropped ssh session): the
+/// commands stop, write what they measured, and exit. A second signal changes nothing.
+pub fn stop_on_signals() -> Result<Arc<AtomicBool>> {
+    let flag = Arc::new(AtomicBool::new(false));
+    for signal in [
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ] {
+        signal_hook::flag::register(signal, Arc::clone(&flag))
+            .context("installing the Ctrl-C handler")?;
+    }
+    Ok(flag)
+}
+
+/// What to trace.
+#[derive(Clone, Debug)]
+pub struct TraceRequest {
+    /// Syscalls to time.
+    pub syscalls: Vec<Syscall>,
+    /// Running processes (thread ids are taken for their process).
+    pub pids: Vec<u32>,
+    /// Every process on the machine.
+    pub all: bool,
+    /// Also the children of `pids`: those already running and those forked from now on.
+    pub children: bool,
+    /// A command to start stopped, track, and resume: traced from its first syscall.
+    pub command: Vec<String>,
+}
+
+impl TraceRequest {
+    /// The request as metadata settings: `pids` ("all" with `--all`) and `syscalls`, plus the
+    /// command when there is one.
+    pub fn describe_in(&self, metadata: &mut Metadata) {
+        let pids = if self.all {
+            "all".to_owned()
+        } else {
+            join(&self.pids, ",")
+        };
+        let names: Vec<&str> = self.syscalls.iter().map(|s| s.name.as_str()).collect();
+        let settings = [
+            ("pids", pids),
+            ("command", self.command.join(" ")),
+            ("syscalls", names.join(",")),
+        ];
+        metadata.settings.extend(
+            settings
+                .into_iter()
+                .filter(|(_, v)| !v.is_empty())
+                .map(|(k, v)| (k.to_owned(), v)),
+        );
+    }
+}
+
+/// A running trace: the attached session and what it traces.
+pub struct Trace {
+    /// The attached programs.
+    pub session: Session,
+    /// The processes named, and the running descendants found for them.
+    pub targets: Targets,
+    /// How many of those descendants were still running when tracked.
+    pub descendants: usize,
+    /// The command started for the trace, resumed and tracked.
+    pub child: Option<StoppedChild>,
+}
+
+impl Trace {
+    /// Starts the trace `request` asks for; notes about the pids (a thread id taken for its
+    /// process) go to stderr.
+    pub fn start(request: &TraceRequest) -> Result<Self> {
+        let child = if request.command.is_empty() {
+            None
+        } else {
+            Some(StoppedChild::spawn(&request.command, false, None, false)?)
+        };
+        let started = Self::attach(request, child.as_ref());
+        match started {
+            Ok((session, targets, descendants)) => {
+                for note in &targets.notes {
+                    crate::errln!("note: {note}");
+                }
+                Ok(Self {
+                    session,
+                    targets,
+                    descendants,
+                    child,
+                })
+            }
+            Err(e) => {
+                if let Some(child) = child {
+                    child.kill();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    fn attach(
+        request: &TraceRequest,
+        child: Option<&StoppedChild>,
+    ) -> Result<(Session, Targets, usize)> {
+        let (target, targets) = if request.all {
+            (Target::All, Targets::default())
+        } else {
+            let targets = resolve_targets(&request.pids, request.children)?;
+            (Target::Processes(targets.named().to_vec()), targets)
+        };
+        let mut session = Session::start(&SessionConfig {
+            syscalls: request.syscalls.clone(),
+            target,
+            programs: Programs::Profiler,
+            group_exit: GroupExit::Auto,
+            follow_forks: request.children,
+        })?;
+        // Descendants found in /proc may have exited since: those are skipped, not an error.
+        let mut descendants = 0;
+        for &pid in targets.descendant_pids() {
+            descendants += usize::from(session.track_if_running(pid)?);
+        }
+        if let Some(child) = child {
+            session.track(child.pid)?;
+            child.resume()?;
+        }
+        Ok((session, targets, descendants))
+    }
+
+    /// What is traced, for the "Tracing ..." line: the command, all processes, or the pids with
+    /// their running descendants.
+    #[must_use]
+    pub fn describe(&self, request: &TraceRequest) -> String {
+        let children = if request.children {
+            " and the children they fork"
+        } else {
+            ""
+        };
+        if self.child.is_some() {
+            return format!("'{}'{children}", request.command.join(" "));
+        }
+        if request.all {
+            return "all processes".to_owned();
+        }
+        let named = self.targets.named();
+        let pids = join(named, ", ");
+        match self.descendants {
+            0 => format!("pid {pids}{children}"),
+            n => format!(
+                "pid {pids} and {n} running descendant{} ({} processes){children}",
+                if n == 1 { "" } else { "s" },
+                named.len() + n
+            ),
+        }
+    }
+}
+
+fn join(pids: &[u32], separator: &str) -> String {
+    pids.iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(separator)
+}
