@@ -217,7 +217,7 @@ pub struct RunArgs {
     /// CPUs for the load generator [default on 2+ CPUs: the last one].
     #[arg(long)]
     pub client_cpus: Option<String>,
-    /// Worker processes of the mp variant [default: CPUs the server may use].
+    /// Worker processes of the mp variant [default: max(2, server CPUs)].
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
     pub workers: Option<u64>,
     /// Idle connections held open during each measurement (the 10000-idle scenario).
@@ -226,10 +226,13 @@ pub struct RunArgs {
     /// Register lt's client sockets for EPOLLOUT too ("EPOLLOUT noise").
     #[arg(long)]
     pub lt_epollout: bool,
-    /// Also run each variant once without programs attached: the profiler's overhead.
+    /// Also run each variant without programs attached, a run after each profiled run: the
+    /// profiler's overhead, with a confidence interval over the pairs. The default experiment
+    /// does this for its serial scenario.
     #[arg(long)]
     pub baseline: bool,
-    /// Also run each variant once under `strace -f -c`: strace's per-call time next to the kernel's.
+    /// Also run each variant under `strace -f -c`, a run after each profiled run: strace's
+    /// per-call time next to the kernel's, and its cost in QPS.
     #[arg(long)]
     pub strace: bool,
     /// Drop the page cache before each run (cold start).

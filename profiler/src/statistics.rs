@@ -100,9 +100,90 @@ pub fn gini(values: &[u64]) -> f64 {
     (2.0 * weighted) / (n as f64 * total as f64) - (n as f64 + 1.0) / n as f64
 }
 
+/// Resamples behind every [`MedianInterval`].
+pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
+
+/// A median with its 95% bootstrap percentile interval: the 2.5th and 97.5th percentiles of the
+/// medians of [`BOOTSTRAP_RESAMPLES`] resamples (with replacement, fixed seed: the same data
+/// give the same interval). With 5 values or fewer the interval is their range; with one value
+/// it is that value.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct MedianInterval {
+    /// How many values.
+    pub n: usize,
+    /// Their median.
+    pub median: f64,
+    /// Lower end of the 95% interval.
+    pub low: f64,
+    /// Upper end.
+    pub high: f64,
+}
+
+impl MedianInterval {
+    /// The interval of `values`; `None` when there are none (or one is not finite).
+    #[must_use]
+    pub fn of(values: &[f64]) -> Option<Self> {
+        if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
+            return None;
+        }
+        let n = values.len();
+        // splitmix64: a fixed, dependency-free stream of resample indexes.
+        let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ n as u64;
+        let mut next = || {
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let mut resample = vec![0.0; n];
+        let mut medians: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
+            .map(|_| {
+                for slot in &mut resample {
+                    *slot = values[(next() % n as u64) as usize];
+                }
+                median(&resample)
+            })
+            .collect();
+        medians.sort_by(f64::total_cmp);
+        let at = |q: f64| medians[((q * (BOOTSTRAP_RESAMPLES - 1) as f64).round()) as usize];
+        Some(Self {
+            n,
+            median: median(values),
+            low: at(0.025),
+            high: at(0.975),
+        })
+    }
+
+    /// Whether the interval contains 0: no change that the noise could not explain.
+    #[must_use]
+    pub fn within_noise(&self) -> bool {
+        self.low <= 0.0 && self.high >= 0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn median_intervals_cover_the_median_and_say_when_zero_is_inside() {
+        let tight = MedianInterval::of(&[-2.1, -1.9, -2.0, -2.2, -1.8, -2.05, -1.95]).unwrap();
+        assert_eq!((tight.n, tight.median), (7, -2.0));
+        assert!(tight.low <= -2.0 && tight.high >= -2.0 && tight.high < 0.0);
+        assert!(!tight.within_noise());
+        // Few values: the interval is their range.
+        let few = MedianInterval::of(&[-3.0, 1.0, 0.5]).unwrap();
+        assert_eq!((few.low, few.median, few.high), (-3.0, 0.5, 1.0));
+        assert!(few.within_noise());
+        let one = MedianInterval::of(&[4.0]).unwrap();
+        assert_eq!((one.low, one.high), (4.0, 4.0));
+        assert_eq!(MedianInterval::of(&[]), None);
+        assert_eq!(MedianInterval::of(&[1.0, f64::NAN]), None);
+        // The same values, the same interval.
+        let again = MedianInterval::of(&[-2.1, -1.9, -2.0, -2.2, -1.8, -2.05, -1.95]).unwrap();
+        assert_eq!(tight, again);
+    }
 
     #[test]
     fn the_reference_lt_pure_run_1_is_an_outlier() {

@@ -148,6 +148,23 @@ impl Drop for Session {
     }
 }
 
+/// The program `$name` of `$ebpf` as a `$kind`, loaded (verified) once: the tracepoint kinds
+/// have no common trait for `load`, so this is a macro.
+macro_rules! loaded {
+    ($ebpf:expr, $name:expr, $kind:ty) => {{
+        let name = $name;
+        let program: &mut $kind = $ebpf
+            .program_mut(name)
+            .ok_or_else(|| missing_program(name))?
+            .try_into()
+            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
+        if program.fd().is_err() {
+            program.load().map_err(|e| load_error(name, e))?;
+        }
+        program
+    }};
+}
+
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
@@ -602,15 +619,7 @@ impl Session {
         name: &str,
         tracepoints: &[(String, String)],
     ) -> Result<(), SetupError> {
-        let program: &mut TracePoint = self
-            .ebpf
-            .program_mut(name)
-            .ok_or_else(|| missing_program(name))?
-            .try_into()
-            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
-        if program.fd().is_err() {
-            program.load().map_err(|e| load_error(name, e))?;
-        }
+        let program = loaded!(self.ebpf, name, TracePoint);
         for (category, tracepoint) in tracepoints {
             let id = program.attach(category, tracepoint).map_err(|e| {
                 SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e)
@@ -621,15 +630,7 @@ impl Session {
     }
 
     fn attach_raw(&mut self, name: &str, tracepoint: &str) -> Result<(), SetupError> {
-        let program: &mut RawTracePoint = self
-            .ebpf
-            .program_mut(name)
-            .ok_or_else(|| missing_program(name))?
-            .try_into()
-            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
-        if program.fd().is_err() {
-            program.load().map_err(|e| load_error(name, e))?;
-        }
+        let program = loaded!(self.ebpf, name, RawTracePoint);
         let id = program.attach(tracepoint).map_err(|e| {
             SetupError::bpf(
                 format!("attaching {name} to raw tracepoint {tracepoint}"),

@@ -17,6 +17,26 @@ pub const DEFAULT_SYSCALLS: &[&str] = &[
     "read",
 ];
 
+/// `first` then `then`, as one array of `N` names (a compile error unless N is their total).
+#[must_use]
+pub const fn concat<const N: usize>(
+    first: &[&'static str],
+    then: &[&'static str],
+) -> [&'static str; N] {
+    assert!(first.len() + then.len() == N, "N is the total length");
+    let mut out = [""; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < first.len() {
+            first[i]
+        } else {
+            then[i - first.len()]
+        };
+        i += 1;
+    }
+    out
+}
+
 /// One syscall to time: its name, its tracepoints' name and its number on this architecture.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Syscall {

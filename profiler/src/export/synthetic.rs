@@ -47,21 +47,16 @@ impl Shape {
     #[must_use]
     pub fn comprehensive() -> Self {
         Self {
-            variants: ["lt", "et", "lt-pure", "mp"].map(String::from).to_vec(),
+            variants: crate::run::model::Variant::ALL
+                .map(|v| v.name().to_owned())
+                .to_vec(),
             concurrencies: vec![1, 10, 100],
             runs: 5,
-            syscalls: [
-                "accept",
-                "accept4",
-                "close",
-                "epoll_wait",
-                "epoll_pwait",
-                "read",
-                "write",
-                "writev",
-            ]
-            .map(String::from)
-            .to_vec(),
+            syscalls: crate::bpf::DEFAULT_SYSCALLS
+                .iter()
+                .chain(&["write", "writev"])
+                .map(|s| (*s).to_owned())
+                .collect(),
             values_per_syscall: 20_000,
             processes: 64,
         }

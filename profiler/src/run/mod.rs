@@ -200,17 +200,10 @@ fn load_summary(runs: &[&RunResult]) -> LoadSummary {
 
 /// Syscalls `profiler run` times by default: the default set plus what the reference's full
 /// strace table shows (write, epoll_ctl, fcntl).
-pub const RUN_SYSCALLS: &[&str] = &[
-    "accept",
-    "accept4",
-    "close",
-    "epoll_wait",
-    "epoll_pwait",
-    "read",
-    "write",
-    "epoll_ctl",
-    "fcntl",
-];
+pub const RUN_SYSCALLS: &[&str] = &crate::bpf::syscall_names::concat::<9>(
+    crate::bpf::DEFAULT_SYSCALLS,
+    &["write", "epoll_ctl", "fcntl"],
+);
 
 /// One part of an experiment: the same load against every variant, `runs` times.
 #[derive(Clone, Debug)]
@@ -225,9 +218,9 @@ pub struct ScenarioSpec {
     pub runs: u32,
     /// Variants, when not the experiment's.
     pub variants: Option<Vec<Variant>>,
-    /// One more run per variant without programs attached.
+    /// As many runs again without programs attached, each after its profiled run.
     pub baseline: bool,
-    /// One more run per variant under `strace -f -c`.
+    /// As many runs again under `strace -f -c`, each after its profiled (and baseline) run.
     pub strace: bool,
     /// Drop the page cache before each run.
     pub drop_caches: bool,
@@ -275,7 +268,7 @@ pub struct RunOptions {
     pub server_cpus: Vec<usize>,
     /// Load generator CPUs.
     pub client_cpus: Vec<usize>,
-    /// mp workers (None: the server's default).
+    /// mp workers (`--workers`); None: [`RunOptions::mp_workers`] decides.
     pub workers: Option<usize>,
     /// Idle connections held open during each measurement.
     pub idle_conns: usize,
@@ -289,6 +282,40 @@ pub struct RunOptions {
     pub timeout: Duration,
     /// Show a progress bar (when stderr is a terminal).
     pub progress: bool,
+}
+
+impl RunOptions {
+    /// The server CPUs of `spec`: its own (a CPU-set sweep) or the experiment's.
+    #[must_use]
+    pub fn server_cpus_of(&self, spec: &ScenarioSpec) -> Vec<usize> {
+        spec.server_cpus
+            .clone()
+            .unwrap_or_else(|| self.server_cpus.clone())
+    }
+
+    /// How many workers mp runs in `spec`, and why: the scenario's or `--workers`, else
+    /// max(2, server CPUs), since one worker has no distribution to show (the servers' own
+    /// default is one per CPU, and the server has one CPU on a 2-CPU machine).
+    #[must_use]
+    pub fn mp_workers(&self, spec: &ScenarioSpec) -> (usize, String) {
+        if let Some(w) = spec.workers {
+            return (w, "set by the scenario".to_owned());
+        }
+        if let Some(w) = self.workers {
+            return (w, "--workers".to_owned());
+        }
+        let cpus = match self.server_cpus_of(spec).len() {
+            0 => crate::cpus::allowed_cpus().map_or(1, |c| c.len()),
+            n => n,
+        };
+        (
+            cpus.max(2),
+            format!(
+                "max(2, {cpus} server CPU{}), as one worker would show no distribution",
+                if cpus == 1 { "" } else { "s" }
+            ),
+        )
+    }
 }
 
 /// Everything measured, possibly cut short.
@@ -335,6 +362,9 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             title: spec.title.clone(),
             concurrency: spec.concurrency,
             variants: Vec::new(),
+            mp_workers: variants
+                .contains(&Variant::Mp)
+                .then(|| options.mp_workers(spec)),
         };
         for variant in variants {
             let mut vr = VariantResult {
@@ -342,13 +372,17 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 runs: Vec::new(),
                 failure: None,
             };
-            let mut plan: Vec<(RunKind, u32)> =
-                (1..=spec.runs).map(|r| (RunKind::Profiled, r)).collect();
-            if spec.baseline {
-                plan.push((RunKind::Baseline, 1));
-            }
-            if spec.strace {
-                plan.push((RunKind::Strace, 1));
+            // Interleaved: profiled run i, then baseline run i, then strace run i, so that
+            // the machine's drift over the experiment is not read as the profiler's cost.
+            let mut plan: Vec<(RunKind, u32)> = Vec::new();
+            for r in 1..=spec.runs {
+                plan.push((RunKind::Profiled, r));
+                if spec.baseline {
+                    plan.push((RunKind::Baseline, r));
+                }
+                if spec.strace {
+                    plan.push((RunKind::Strace, r));
+                }
             }
             for (kind, number) in plan {
                 if interrupted.load(Ordering::Relaxed) {
@@ -477,11 +511,8 @@ fn measure_run(
         } else {
             "echo"
         },
-        cpus: spec
-            .server_cpus
-            .clone()
-            .unwrap_or_else(|| options.server_cpus.clone()),
-        workers: spec.workers.or(options.workers),
+        cpus: options.server_cpus_of(spec),
+        workers: Some(options.mp_workers(spec).0),
         lt_epollout: options.lt_epollout,
         nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
         strace: (kind == RunKind::Strace).then(|| {

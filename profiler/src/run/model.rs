@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::{loadgen::LoadReport, stats::Snapshot};
+use crate::{loadgen::LoadReport, statistics::MedianInterval, stats::Snapshot};
 
 /// A server variant under test: the servers crate's one description of them.
 pub use servers::Variant;
@@ -140,6 +140,69 @@ impl VariantResult {
     }
 }
 
+/// Runs of one kind against runs of another, paired by run number (run i of each was made back
+/// to back, so slow drift of the machine falls inside a pair, not between the kinds): each
+/// pair's change in percent of the `relative_to` run, as a median with its 95% interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PairedChange {
+    /// The kind measured (profiled against baseline; strace against profiled).
+    pub of: RunKind,
+    /// The kind it is compared with.
+    pub relative_to: RunKind,
+    /// Pairs where both runs completed with a live server.
+    pub pairs: usize,
+    /// Median QPS of the `of` runs of those pairs.
+    pub qps_of: f64,
+    /// Median QPS of the `relative_to` runs.
+    pub qps_relative_to: f64,
+    /// QPS change, %.
+    pub qps: MedianInterval,
+    /// p50 latency change, %.
+    pub p50: MedianInterval,
+    /// p99 latency change, %.
+    pub p99: MedianInterval,
+}
+
+impl VariantResult {
+    /// The `of` runs against the `relative_to` runs of the same number; `None` without a
+    /// complete pair.
+    #[must_use]
+    pub fn paired_change(&self, of: RunKind, relative_to: RunKind) -> Option<PairedChange> {
+        let alive = |kind: RunKind| {
+            self.of_kind(kind)
+                .filter(|r| r.server_died.is_none() && r.load.requests > 0)
+        };
+        let pairs: Vec<(&RunResult, &RunResult)> = alive(of)
+            .filter_map(|a| alive(relative_to).find(|b| b.run == a.run).map(|b| (a, b)))
+            .collect();
+        if pairs.is_empty() {
+            return None;
+        }
+        let change = |with: f64, without: f64| 100.0 * (with - without) / without;
+        let changes = |f: &dyn Fn(&RunResult) -> f64| -> Vec<f64> {
+            pairs
+                .iter()
+                .filter(|(_, b)| f(b) > 0.0)
+                .map(|(a, b)| change(f(a), f(b)))
+                .collect()
+        };
+        let quantile = |q: f64| move |r: &RunResult| r.load.latency.value_at_quantile(q) as f64;
+        let qps = |r: &RunResult| r.load.qps();
+        Some(PairedChange {
+            of,
+            relative_to,
+            pairs: pairs.len(),
+            qps_of: crate::statistics::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
+            qps_relative_to: crate::statistics::median(
+                &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
+            ),
+            qps: MedianInterval::of(&changes(&qps))?,
+            p50: MedianInterval::of(&changes(&quantile(0.5)))?,
+            p99: MedianInterval::of(&changes(&quantile(0.99)))?,
+        })
+    }
+}
+
 /// The sum of the histograms given (those present), or `None` when there are none.
 pub fn merge_histograms<'a>(
     histograms: impl IntoIterator<Item = Option<&'a hdrhistogram::Histogram<u64>>>,
@@ -166,4 +229,6 @@ pub struct ScenarioResult {
     pub concurrency: usize,
     /// One per variant.
     pub variants: Vec<VariantResult>,
+    /// When mp ran: its workers per run, and why that many.
+    pub mp_workers: Option<(usize, String)>,
 }

@@ -71,10 +71,12 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     let name = |c: u64| scenario_title(workload, stop, c);
     let mut scenarios = match args.preset {
         Some(Preset::Comprehensive) => comprehensive(),
-        None if args.concurrency.is_empty() => vec![
-            ScenarioSpec::new(name(1), 1, stop, runs),
-            ScenarioSpec::new(name(10), 10, stop, 1),
-        ],
+        None if args.concurrency.is_empty() => {
+            // The default experiment measures its own cost where it is largest: serially.
+            let mut serial = ScenarioSpec::new(name(1), 1, stop, runs);
+            serial.baseline = true;
+            vec![serial, ScenarioSpec::new(name(10), 10, stop, 1)]
+        }
         None => args
             .concurrency
             .iter()

@@ -403,6 +403,10 @@ fn cpu_table(s: &ScenarioResult) -> String {
 
 fn workers_table(s: &ScenarioResult) -> String {
     let mut out = String::new();
+    let why = s
+        .mp_workers
+        .as_ref()
+        .map_or(String::new(), |(n, why)| format!("; {n} workers: {why}"));
     for v in s.variants.iter().filter(|v| v.variant == Variant::Mp) {
         // Each run has its own workers (new pids): one table for the first run, a line for each.
         for (i, run) in v.of_kind(RunKind::Profiled).enumerate() {
@@ -412,7 +416,7 @@ fn workers_table(s: &ScenarioResult) -> String {
             if i == 0 {
                 let _ = writeln!(
                     out,
-                    "\nmp workers (SO_REUSEPORT distribution), run {}:",
+                    "\nmp workers (SO_REUSEPORT distribution{why}), run {}:",
                     run.run
                 );
                 out.push_str(&table);
@@ -606,57 +610,81 @@ fn comparison_table(s: &ScenarioResult) -> String {
 }
 
 fn baseline_table(s: &ScenarioResult) -> String {
+    paired_table(
+        s,
+        RunKind::Profiled,
+        RunKind::Baseline,
+        "Profiler overhead (--baseline: the same load with nothing attached; profiled run i against baseline run i)",
+    )
+}
+
+/// `of` runs against `relative_to` runs, paired by run number: QPS and latency changes as
+/// medians with 95% intervals, and whether the noise explains them.
+fn paired_table(s: &ScenarioResult, of: RunKind, relative_to: RunKind, title: &str) -> String {
     let mut table = TextTable::new([
-        "variant",
-        "QPS profiled",
-        "QPS baseline",
-        "QPS change",
-        "p50 profiled",
-        "p50 baseline",
-        "p50 change",
+        "variant".to_owned(),
+        "pairs".to_owned(),
+        format!("QPS {}", kind_label(of)),
+        format!("QPS {}", kind_label(relative_to)),
+        "QPS change [95% CI]".to_owned(),
+        "p50 change [95% CI]".to_owned(),
+        "p99 change [95% CI]".to_owned(),
+        "QPS verdict".to_owned(),
     ]);
     for v in s.variants.iter().filter(|v| v.failure.is_none()) {
-        let Some(base) = v.of_kind(RunKind::Baseline).next() else {
+        let Some(c) = v.paired_change(of, relative_to) else {
             continue;
         };
-        let profiled: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
-        if profiled.is_empty() {
-            continue;
-        }
-        let qps = Spread::of(&profiled.iter().map(|r| r.load.qps()).collect::<Vec<_>>())
-            .unwrap_or_default()
-            .mean;
-        let p50 = median(
-            &profiled
-                .iter()
-                .map(|r| r.load.latency.value_at_quantile(0.5) as f64)
-                .collect::<Vec<_>>(),
-        );
-        let base_p50 = base.load.latency.value_at_quantile(0.5) as f64;
         table.row([
             v.variant.to_string(),
-            format!("{qps:.0}"),
-            format!("{:.0}", base.load.qps()),
-            signed_percent(qps, base.load.qps()),
-            duration_ns(p50),
-            duration_ns(base_p50),
-            signed_percent(p50, base_p50),
+            c.pairs.to_string(),
+            format!("{:.0}", c.qps_of),
+            format!("{:.0}", c.qps_relative_to),
+            change_cell(&c.qps),
+            change_cell(&c.p50),
+            change_cell(&c.p99),
+            verdict(&c.qps).to_owned(),
         ]);
     }
     if table.is_empty() {
         return String::new();
     }
     format!(
-        "\nProfiler overhead (--baseline: the same load with nothing attached):\n{}",
-        table.render()
+        "\n{title}:\n{}{}\n",
+        table.render(),
+        PAIRED_NOTE
     )
 }
 
-fn signed_percent(with: f64, without: f64) -> String {
-    if without <= 0.0 {
-        "-".to_owned()
+/// How the paired changes are computed, under each paired table.
+const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0.";
+
+/// "-1.2% [-3.0, +0.8]": a median change and its interval, in percent.
+fn change_cell(i: &crate::statistics::MedianInterval) -> String {
+    if i.n == 1 {
+        format!("{:+.1}% (1 pair)", i.median)
     } else {
-        format!("{:+.1}%", 100.0 * (with - without) / without)
+        format!("{:+.1}% [{:+.1}, {:+.1}]", i.median, i.low, i.high)
+    }
+}
+
+fn verdict(qps: &crate::statistics::MedianInterval) -> &'static str {
+    if qps.n < 2 {
+        "one pair: no interval"
+    } else if qps.within_noise() {
+        "within noise"
+    } else if qps.median < 0.0 {
+        "slower"
+    } else {
+        "faster"
+    }
+}
+
+fn kind_label(kind: RunKind) -> &'static str {
+    match kind {
+        RunKind::Profiled => "profiled",
+        RunKind::Baseline => "baseline",
+        RunKind::Strace => "strace",
     }
 }
 
@@ -669,16 +697,20 @@ fn strace_table(s: &ScenarioResult) -> String {
         "kernel mean",
         "strace per call",
         "strace ÷ kernel",
-        "QPS under strace",
     ]);
     for v in &s.variants {
-        let Some(st) = v.of_kind(RunKind::Strace).next() else {
+        let Some(rows) = strace_rows(v) else {
             continue;
         };
         let merged = v.merged_syscalls();
         let req = requests_of(v).max(1) as f64;
-        let st_req = (st.requests_finished() + st.warmup_requests).max(1) as f64;
-        for row in &st.strace {
+        // strace sees the server's whole life, warm-up included.
+        let st_req = v
+            .of_kind(RunKind::Strace)
+            .map(|r| r.requests_finished() + r.warmup_requests)
+            .sum::<u64>()
+            .max(1) as f64;
+        for row in &rows {
             let kernel = merged.syscall(&row.syscall).filter(|x| x.calls > 0);
             table.row([
                 v.variant.to_string(),
@@ -690,15 +722,41 @@ fn strace_table(s: &ScenarioResult) -> String {
                 kernel.map_or("-".to_owned(), |k| {
                     format!("{:.1}×", row.ns_per_call() / k.mean_ns().max(1.0))
                 }),
-                format!("{:.0}", st.load.qps()),
             ]);
         }
     }
     if table.is_empty() {
         return String::new();
     }
-    format!(
-        "\nstrace -f -c against the kernel's timing (--strace):\n{}",
+    let mut out = format!(
+        "\nstrace -f -c against the kernel's timing (--strace, all strace runs):\n{}",
         table.render()
-    )
+    );
+    out.push_str(&paired_table(
+        s,
+        RunKind::Strace,
+        RunKind::Profiled,
+        "strace's own cost (strace run i against profiled run i)",
+    ));
+    out
+}
+
+/// strace's rows summed over a variant's strace runs; `None` without a strace run.
+pub(crate) fn strace_rows(v: &VariantResult) -> Option<Vec<super::model::StraceRow>> {
+    let mut runs = v.of_kind(RunKind::Strace).peekable();
+    runs.peek()?;
+    let mut rows: Vec<super::model::StraceRow> = Vec::new();
+    for run in runs {
+        for r in &run.strace {
+            match rows.iter_mut().find(|x| x.syscall == r.syscall) {
+                Some(x) => {
+                    x.calls += r.calls;
+                    x.errors += r.errors;
+                    x.seconds += r.seconds;
+                }
+                None => rows.push(r.clone()),
+            }
+        }
+    }
+    Some(rows)
 }

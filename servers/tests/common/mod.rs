@@ -12,8 +12,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-/// Every `--mode`.
-pub const MODES: [&str; 4] = ["lt", "lt-pure", "et", "mp"];
+/// Every `--mode`, from the crate's one list of variants.
+pub const MODES: [&str; servers::Variant::ALL.len()] = {
+    let mut names = [""; servers::Variant::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = servers::Variant::ALL[i].name();
+        i += 1;
+    }
+    names
+};
 
 /// The body of every 200 the HTTP protocol sends.
 pub const BODY: &[u8] = b"Hello, world!\n";
