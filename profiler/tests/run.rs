@@ -476,3 +476,129 @@ fn a_run_whose_requests_mostly_fail_names_the_errno_and_fails() {
     );
     assert!(stdout.contains("requests failed ("), "{stdout}");
 }
+
+/// The HTML and Markdown exports left out the baseline, strace, CPU, worker and side-by-side
+/// tables. Every section of the terminal's report is now in the Markdown, HTML and JSON
+/// exports of the same run, with the paired comparisons as numbers in the JSON.
+#[test]
+fn every_section_of_the_report_is_in_every_format() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, md, html) = (
+        dir.path().join("r.json"),
+        dir.path().join("r.md"),
+        dir.path().join("r.html"),
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args([
+            "run",
+            "--variants",
+            "lt,mp",
+            "--concurrency",
+            "1",
+            "--runs",
+            "2",
+            "--requests",
+            "300",
+            "--warmup",
+            "50",
+            "--baseline",
+            "--strace",
+            "--export-json",
+        ])
+        .arg(&json)
+        .arg("--export-markdown")
+        .arg(&md)
+        .arg("--report")
+        .arg(&html)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let md = std::fs::read_to_string(&md).unwrap();
+    let html = std::fs::read_to_string(&html).unwrap();
+    let titles: Vec<String> = data["report"]["parts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["sections"].as_array().unwrap())
+        .map(|s| s["title"].as_str().unwrap().to_owned())
+        .collect();
+    for expected in [
+        "End to end (load generator)",
+        "Syscalls (timed in the kernel",
+        "Server CPU",
+        "mp workers (SO_REUSEPORT distribution; 2 workers",
+        "Side by side",
+        "Profiler overhead",
+        "strace -f -c against the kernel's timing",
+        "strace's own cost",
+    ] {
+        assert!(
+            titles.iter().any(|t| t.starts_with(expected)),
+            "no section '{expected}' in {titles:?}"
+        );
+    }
+    let escape = |t: &str| {
+        t.replace('&', "&amp;")
+            .replace('<', "&lt;")
+            .replace('>', "&gt;")
+    };
+    for title in &titles {
+        assert!(
+            text.contains(&format!("\n{title}:\n")),
+            "text lacks {title}"
+        );
+        assert!(
+            md.contains(&format!("### {title}\n")),
+            "Markdown lacks {title}"
+        );
+        assert!(
+            html.contains(&format!("<h3>{}</h3>", escape(title))),
+            "HTML lacks {title}"
+        );
+    }
+    // The notes under the tables too: events per call, drops, Gini, how intervals are made.
+    for note in [
+        "events per call",
+        "dropped: 0",
+        "Gini",
+        "bootstrap percentile interval",
+    ] {
+        assert!(text.contains(note), "text lacks {note}");
+        assert!(md.contains(note), "Markdown lacks {note}");
+        assert!(html.contains(note), "HTML lacks {note}");
+    }
+    // The comparisons as numbers: two pairs per variant, against the baseline and under strace.
+    let comparisons = data["comparisons"].as_array().unwrap();
+    for (of, relative_to) in [("profiled", "baseline"), ("strace", "profiled")] {
+        for variant in ["lt", "mp"] {
+            let c = comparisons
+                .iter()
+                .find(|c| {
+                    c["variant"] == variant && c["of"] == of && c["relative_to"] == relative_to
+                })
+                .unwrap_or_else(|| panic!("no {of}/{relative_to} comparison of {variant}"));
+            assert_eq!(c["pairs"], 2);
+            let qps = &c["qps"];
+            assert!(qps["low"].as_f64().unwrap() <= qps["median"].as_f64().unwrap());
+            assert!(qps["median"].as_f64().unwrap() <= qps["high"].as_f64().unwrap());
+        }
+    }
+    let strace = data["strace"].as_array().unwrap();
+    assert!(
+        strace
+            .iter()
+            .any(|r| r["syscall"] == "close" && r["kernel_mean_ns"].as_f64().is_some()),
+        "{strace:?}"
+    );
+    // The charts of the comparisons.
+    assert!(
+        html.contains("Profiled against baseline QPS") && html.contains("strace's time per call")
+    );
+}

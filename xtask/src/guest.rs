@@ -163,6 +163,9 @@ impl Suite {
             "1000",
             "--runs",
             "1",
+            // Both scenarios of the default experiment, without its baseline runs (time).
+            "--concurrency",
+            "1,10",
         ]))?;
         print!("{out}");
         let header = out

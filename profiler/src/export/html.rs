@@ -1,17 +1,22 @@
 //! `--report FILE.html`: one self-contained page (inline CSS and SVG, no script, no external asset)
-//! with the report's charts and tables: QPS per variant with the spread of runs, latency
-//! distribution per syscall per variant, calls per request (calls per second for `attach`).
+//! with the report's charts and then every section of the report as tables: QPS per variant with
+//! the spread of runs, baseline against profiled QPS with the interval of the change, the
+//! percentile spectrum of each syscall, calls per request (per second for `attach`), and
+//! strace's time per call against the kernel's.
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use profiler_common::log2_floor;
 
-use super::{
-    ExportData, Exporter, Measurement,
-    markdown::{MdTable, load_table, process_table, syscall_table_parts},
+use super::{Comparison, ExportData, Exporter, Measurement, StraceComparison};
+use crate::{
+    report::{
+        table::{Table, escape_html},
+        units::{duration, duration_ns},
+    },
+    run::model::RunKind,
+    stats::LatencyHistogram,
 };
-use crate::{report::units::duration, stats::LatencyHistogram};
 
 /// The HTML report format.
 #[derive(Clone, Copy, Debug, Default)]
@@ -69,23 +74,34 @@ pub fn render(data: &ExportData) -> String {
         esc(&md.profiler_version)
     );
     if !md.settings.is_empty() {
-        let mut t = MdTable::new(&["setting", "value"]);
+        let mut t = Table::new(["setting", "value"]);
         for (k, v) in &md.settings {
-            t.row(vec![k.clone(), v.clone()]);
+            t.row([k.clone(), v.clone()]);
         }
-        out.push_str(&table(&t));
+        out.push_str(&t.to_html());
     }
 
     let summaries = data.summaries();
     if summaries.iter().any(|m| m.load.is_some()) {
         out.push_str("<h2>Throughput</h2>\n");
         out.push_str(&qps_chart(data, &summaries));
-        out.push_str(&table(&load_table(data, &summaries)));
+    }
+    let baselines: Vec<&Comparison> = data
+        .comparisons
+        .iter()
+        .filter(|c| c.change.relative_to == RunKind::Baseline)
+        .collect();
+    if !baselines.is_empty() {
+        out.push_str("<h2>Profiled against baseline QPS</h2>\n");
+        out.push_str(
+            "<p class=\"note\">Median QPS of the baseline runs (nothing attached) and of the profiled runs made right after each; the whisker is the 95% interval of the paired change, drawn around the profiled bar.</p>\n",
+        );
+        out.push_str(&baseline_chart(&baselines));
     }
 
-    out.push_str("<h2>Latency distribution per syscall</h2>\n");
+    out.push_str("<h2>Latency by percentile, per syscall</h2>\n");
     out.push_str(
-        "<p class=\"note\">Share of calls per power-of-two latency range (log scale).</p>\n",
+        "<p class=\"note\">Latency at each percentile on a log \"nines\" axis (50%, 90%, 99%, 99.9%, 99.99%), from the kernel's buckets (each within 1/32 of its value), as HdrHistogram plots are drawn; log latency axis.</p>\n",
     );
     let mut any = false;
     for name in data.syscall_names() {
@@ -103,7 +119,7 @@ pub fn render(data: &ExportData) -> String {
         }
         any = true;
         let _ = writeln!(out, "<h3>{}</h3>", esc(name));
-        out.push_str(&distribution_chart(&series));
+        out.push_str(&spectrum_chart(&series));
     }
     if !any {
         out.push_str("<p>No timed syscalls were made.</p>\n");
@@ -119,21 +135,15 @@ pub fn render(data: &ExportData) -> String {
     });
     out.push_str(&calls_chart(data, &summaries, per_request));
 
-    for m in &summaries {
-        let _ = writeln!(out, "<h2>Syscalls: {}</h2>", esc(&m.label()));
-        let (t, notes) = syscall_table_parts(m);
-        match t {
-            Some(t) => out.push_str(&table(&t)),
-            None => out.push_str("<p>No timed syscalls were made.</p>\n"),
-        }
-        for n in notes {
-            let _ = writeln!(out, "<p class=\"note\">{}</p>", esc(&n));
-        }
-        if m.syscalls.processes.len() > 1 {
-            out.push_str("<h3>Per process</h3>\n");
-            out.push_str(&table(&process_table(m)));
-        }
+    if !data.strace.is_empty() {
+        out.push_str("<h2>strace's time per call against the kernel's</h2>\n");
+        out.push_str(
+            "<p class=\"note\">Per syscall: the kernel programs' mean over the profiled runs, and strace -f -c's time per call over the strace runs (its own overhead included).</p>\n",
+        );
+        out.push_str(&strace_chart(&data.strace));
     }
+
+    out.push_str(&data.document().to_html());
     out.push_str("</body></html>\n");
     out
 }
@@ -141,27 +151,7 @@ pub fn render(data: &ExportData) -> String {
 /// Text escaped for HTML and SVG.
 #[must_use]
 pub fn esc(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-fn table(t: &MdTable) -> String {
-    let mut out = String::from("<table><thead><tr>");
-    for h in t.header() {
-        let _ = write!(out, "<th>{}</th>", esc(h));
-    }
-    out.push_str("</tr></thead><tbody>\n");
-    for r in t.rows() {
-        out.push_str("<tr>");
-        for c in r {
-            let _ = write!(out, "<td>{}</td>", esc(c));
-        }
-        out.push_str("</tr>\n");
-    }
-    out.push_str("</tbody></table>\n");
-    out
+    escape_html(text)
 }
 
 /// A "nice" axis maximum (1, 2 or 5 times a power of ten) at or above `v`.
@@ -297,80 +287,86 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
     out
 }
 
-/// Share of values per power-of-two bin (bin k holds 2^k .. 2^(k+1)-1; bin 0 also holds 0).
-fn log2_shares(h: &LatencyHistogram) -> Vec<(u32, f64)> {
-    let total = h.total().max(1) as f64;
-    let mut bins: Vec<(u32, f64)> = Vec::new();
-    for b in h.buckets() {
-        let k = log2_floor(b.low.max(1));
-        match bins.last_mut() {
-            Some((last, share)) if *last == k => *share += b.count as f64 / total,
-            _ => bins.push((k, b.count as f64 / total)),
-        }
-    }
-    bins
-}
-
-fn distribution_chart(series: &[(String, &LatencyHistogram)]) -> String {
-    let shares: Vec<Vec<(u32, f64)>> = series.iter().map(|(_, h)| log2_shares(h)).collect();
-    let lo = shares.iter().flatten().map(|(k, _)| *k).min().unwrap_or(0);
-    let hi = shares
+/// The percentile spectrum: latency (log axis) at each percentile, on a "nines" axis where x is
+/// log10(1 / (1 - q)): 0 at the minimum, 1 at p90, 2 at p99, 3 at p99.9, 4 at p99.99.
+fn spectrum_chart(series: &[(String, &LatencyHistogram)]) -> String {
+    const NINES: f64 = 4.0;
+    const STEPS: u32 = 80;
+    let points: Vec<Vec<(f64, u64)>> = series
         .iter()
-        .flatten()
-        .map(|(k, _)| *k)
-        .max()
-        .unwrap_or(0)
-        .max(lo + 1);
-    let max = nice_max(
-        shares
-            .iter()
-            .flatten()
-            .map(|(_, s)| s * 100.0)
-            .fold(0.0, f64::max),
-    );
-    let (left, top, h) = (60.0, 14.0, 180.0);
+        .map(|(_, h)| {
+            (0..=STEPS)
+                .map(|i| {
+                    let x = NINES * f64::from(i) / f64::from(STEPS);
+                    (x, h.value_at_quantile(1.0 - 10f64.powf(-x)).max(1))
+                })
+                .collect()
+        })
+        .collect();
+    let lows = points.iter().flatten().map(|p| p.1).min().unwrap_or(1);
+    let highs = points.iter().flatten().map(|p| p.1).max().unwrap_or(10);
+    let lo = (lows as f64).log10().floor();
+    let hi = (highs as f64).log10().ceil().max(lo + 1.0);
+    let (left, top, h) = (70.0, 14.0, 200.0);
     let legend_h = 16.0 * series.len() as f64;
     let w = WIDTH - left - 20.0;
+    let x_of = |x: f64| left + w * x / NINES;
+    let y_of = |ns: u64| top + h - h * ((ns as f64).log10() - lo) / (hi - lo);
     let mut out = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\">\n",
         top + h + 36.0 + legend_h
     );
-    y_axis(&mut out, left, top, w, h, max, "%");
-    let bins = f64::from(hi - lo + 1);
-    let x_of = |k: u32| left + w * (f64::from(k - lo) + 0.5) / bins;
-    let step = ((hi - lo + 1) / 12).max(1);
-    for k in (lo..=hi).step_by(step as usize) {
+    let mut decade = lo;
+    while decade <= hi {
+        let ns = 10f64.powf(decade) as u64;
+        let y = y_of(ns);
         let _ = writeln!(
             out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            x_of(k),
-            top + h + 14.0,
-            duration(1u64 << k)
+            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>",
+            left + w
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
+            left - 6.0,
+            y + 4.0,
+            duration(ns)
+        );
+        decade += 1.0;
+    }
+    for (x, label) in [
+        (0.0, "0%"),
+        (2f64.log10(), "50%"),
+        (1.0, "90%"),
+        (2.0, "99%"),
+        (3.0, "99.9%"),
+        (4.0, "99.99%"),
+    ] {
+        let _ = writeln!(
+            out,
+            "<line x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{1:.1}\" stroke=\"#eee\"/>",
+            x_of(x),
+            top + h
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text>",
+            x_of(x),
+            top + h + 14.0
         );
     }
-    for (i, ((label, hist), bins)) in series.iter().zip(&shares).enumerate() {
+    for (i, ((label, hist), pts)) in series.iter().zip(&points).enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
-        let mut points = String::new();
-        for k in lo..=hi {
-            let share = bins.iter().find(|(b, _)| *b == k).map_or(0.0, |(_, s)| *s) * 100.0;
-            let _ = write!(points, "{:.1},{:.1} ", x_of(k), top + h - h * share / max);
-        }
+        let line: Vec<String> = pts
+            .iter()
+            .map(|(x, ns)| format!("{:.1},{:.1}", x_of(*x), y_of(*ns)))
+            .collect();
         let _ = writeln!(
             out,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"/>",
-            points.trim_end()
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"><title>{}</title></polyline>",
+            line.join(" "),
+            esc(label)
         );
-        for (k, s) in bins {
-            let _ = writeln!(
-                out,
-                "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"2.5\" fill=\"{colour}\"><title>{}: {:.2}% of calls from {}</title></circle>",
-                x_of(*k),
-                top + h - h * s * 100.0 / max,
-                esc(label),
-                s * 100.0,
-                duration(1u64 << k)
-            );
-        }
         let y = top + h + 32.0 + 16.0 * i as f64;
         let _ = writeln!(
             out,
@@ -379,12 +375,210 @@ fn distribution_chart(series: &[(String, &LatencyHistogram)]) -> String {
         );
         let _ = writeln!(
             out,
-            "<text x=\"{:.1}\" y=\"{y:.1}\">{} — {} calls, p50 {}, p99 {}</text>",
+            "<text x=\"{:.1}\" y=\"{y:.1}\">{} — {} calls, p50 {}, p99 {}, p99.99 {}</text>",
             left + 18.0,
             esc(label),
             hist.total(),
             duration(hist.value_at_quantile(0.5)),
-            duration(hist.value_at_quantile(0.99))
+            duration(hist.value_at_quantile(0.99)),
+            duration(hist.value_at_quantile(0.9999))
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Per variant and concurrency: the baseline's median QPS and the profiled runs', with the
+/// interval of the paired change around the profiled bar.
+fn baseline_chart(comparisons: &[&Comparison]) -> String {
+    let (left, top, h) = (70.0, 20.0, 200.0);
+    let w = WIDTH - left - 20.0;
+    let whisker = |c: &Comparison| {
+        let base = c.change.qps_relative_to;
+        (
+            base * (1.0 + c.change.qps.low / 100.0),
+            base * (1.0 + c.change.qps.high / 100.0),
+        )
+    };
+    let max = nice_max(
+        comparisons
+            .iter()
+            .map(|c| {
+                c.change
+                    .qps_of
+                    .max(c.change.qps_relative_to)
+                    .max(whisker(c).1)
+            })
+            .fold(0.0, f64::max),
+    );
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\" aria-label=\"baseline and profiled QPS\">\n",
+        top + h + 70.0
+    );
+    y_axis(&mut out, left, top, w, h, max, "");
+    let slot = w / comparisons.len().max(1) as f64;
+    let y_of = |v: f64| top + h - h * v / max;
+    for (i, c) in comparisons.iter().enumerate() {
+        let x0 = left + slot * i as f64 + slot * 0.15;
+        let bw = slot * 0.3;
+        for (j, (value, what, colour)) in [
+            (c.change.qps_relative_to, "baseline", "#9e9e9e"),
+            (c.change.qps_of, "profiled", COLOURS[0]),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            let x = x0 + bw * j as f64;
+            let _ = writeln!(
+                out,
+                "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{:.1}\" fill=\"{colour}\"><title>{} c={} {what}: median {value:.0} QPS over {} pair(s)</title></rect>",
+                y_of(value),
+                bw * 0.9,
+                h * value / max,
+                esc(&c.variant),
+                c.concurrency,
+                c.change.pairs
+            );
+        }
+        let cx = x0 + bw * 1.45;
+        let (lo, hi) = whisker(c);
+        let _ = writeln!(
+            out,
+            "<line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
+            y_of(lo),
+            y_of(hi)
+        );
+        for v in [lo, hi] {
+            let _ = writeln!(
+                out,
+                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
+                cx - 5.0,
+                y_of(v),
+                cx + 5.0,
+                y_of(v)
+            );
+        }
+        let mid = x0 + bw;
+        let q = &c.change.qps;
+        let _ = writeln!(
+            out,
+            "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{} c={}</text>",
+            top + h + 16.0,
+            esc(&c.variant),
+            c.concurrency
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:+.1}% [{:+.1}, {:+.1}]</text>",
+            top + h + 32.0,
+            q.median,
+            q.low,
+            q.high
+        );
+        let _ = writeln!(
+            out,
+            "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            top + h + 48.0,
+            if q.n < 2 {
+                "one pair"
+            } else if q.within_noise() {
+                "within noise"
+            } else {
+                "beyond noise"
+            }
+        );
+    }
+    let legend_y = top + h + 64.0;
+    for (i, (what, colour)) in [("baseline", "#9e9e9e"), ("profiled", COLOURS[0])]
+        .into_iter()
+        .enumerate()
+    {
+        let x = left + 110.0 * i as f64;
+        let _ = writeln!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{what}</text>",
+            legend_y - 8.0,
+            x + 18.0
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+/// Horizontal bars, two per (variant, syscall): the kernel's mean and strace's time per call.
+fn strace_chart(rows: &[StraceComparison]) -> String {
+    let row_h = 26.0;
+    let (left, top) = (150.0, 10.0);
+    let w = WIDTH - left - 90.0;
+    let max = nice_max(
+        rows.iter()
+            .map(|r| r.strace_ns_per_call.max(r.kernel_mean_ns.unwrap_or(0.0)))
+            .fold(0.0, f64::max),
+    );
+    let h = row_h * rows.len() as f64;
+    let mut out = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\" aria-label=\"strace against the kernel\">\n",
+        top + h + 40.0
+    );
+    for i in 0..=4 {
+        let v = max * f64::from(i) / 4.0;
+        let x = left + w * f64::from(i) / 4.0;
+        let _ = writeln!(
+            out,
+            "<line x1=\"{x:.1}\" y1=\"{top}\" x2=\"{x:.1}\" y2=\"{:.1}\" stroke=\"#ddd\"/><text x=\"{x:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
+            top + h,
+            top + h + 14.0,
+            duration_ns(v)
+        );
+    }
+    for (i, r) in rows.iter().enumerate() {
+        let y = top + row_h * i as f64;
+        let _ = writeln!(
+            out,
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{} c={} {}</text>",
+            left - 6.0,
+            y + row_h * 0.6,
+            esc(&r.variant),
+            r.concurrency,
+            esc(&r.syscall)
+        );
+        let bars = [
+            (r.kernel_mean_ns, "kernel", COLOURS[0]),
+            (Some(r.strace_ns_per_call), "strace", COLOURS[1]),
+        ];
+        for (j, (value, what, colour)) in bars.into_iter().enumerate() {
+            let Some(value) = value else { continue };
+            let by = y + 3.0 + 10.0 * j as f64;
+            let _ = writeln!(
+                out,
+                "<rect x=\"{left}\" y=\"{by:.1}\" width=\"{:.1}\" height=\"9\" fill=\"{colour}\"><title>{} {} {what}: {}</title></rect>",
+                w * value / max,
+                esc(&r.variant),
+                esc(&r.syscall),
+                duration_ns(value)
+            );
+        }
+        if let Some(k) = r.kernel_mean_ns.filter(|k| *k > 0.0) {
+            let _ = writeln!(
+                out,
+                "<text x=\"{:.1}\" y=\"{:.1}\">{:.1}×</text>",
+                left + w * r.strace_ns_per_call.max(k) / max + 6.0,
+                y + row_h * 0.6,
+                r.strace_ns_per_call / k
+            );
+        }
+    }
+    let legend_y = top + h + 32.0;
+    for (i, (what, colour)) in [("kernel mean", COLOURS[0]), ("strace per call", COLOURS[1])]
+        .into_iter()
+        .enumerate()
+    {
+        let x = left + 130.0 * i as f64;
+        let _ = writeln!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{what}</text>",
+            legend_y - 8.0,
+            x + 18.0
         );
     }
     out.push_str("</svg>\n");

@@ -8,8 +8,14 @@ use hdrhistogram::Histogram;
 use profiler_common::{DropReason, ErrnoClass};
 use serde::Serialize;
 
-use super::{ExportData, Exporter, LoadSummary, Measurement, Metadata, QUANTILES, SCHEMA_VERSION};
-use crate::stats::{Bucket, LatencyHistogram, Snapshot, SyscallSummary};
+use super::{
+    Comparison, ExportData, Exporter, LoadSummary, Measurement, Metadata, QUANTILES,
+    SCHEMA_VERSION, StraceComparison,
+};
+use crate::{
+    report,
+    stats::{Bucket, LatencyHistogram, Snapshot, SyscallSummary},
+};
 
 /// The JSON format.
 #[derive(Clone, Copy, Debug, Default)]
@@ -45,6 +51,10 @@ struct Document<'a> {
     failures: &'a [String],
     metadata: &'a Metadata,
     measurements: Vec<MeasurementJson<'a>>,
+    comparisons: &'a [Comparison],
+    strace: &'a [StraceComparison],
+    /// Every section of the report, as the terminal showed it (cells as printed).
+    report: std::borrow::Cow<'a, report::document::Document>,
 }
 
 impl<'a> From<&'a ExportData> for Document<'a> {
@@ -59,6 +69,9 @@ impl<'a> From<&'a ExportData> for Document<'a> {
                 .iter()
                 .map(MeasurementJson::from)
                 .collect(),
+            comparisons: &data.comparisons,
+            strace: &data.strace,
+            report: data.document(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod prometheus;
+pub mod summary;
 pub mod synthetic;
 
 use std::{collections::BTreeMap, path::Path};
@@ -23,11 +24,13 @@ use serde::Serialize;
 use self::atomic::Destination;
 use crate::{
     cli::ExportArgs,
+    report::document::Document,
+    run::model::PairedChange,
     stats::{Snapshot, SyscallSummary},
 };
 
 /// Version of the JSON schema (`docs/EXPORT_SCHEMA.md`); bump on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Where and how the measurements were made.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -132,15 +135,54 @@ pub struct ExportData {
     /// One line per failed run or variant ("et, concurrency 1: the server exited with status
     /// 3 during profiled run 1"); a failure makes the data partial.
     pub failures: Vec<String>,
+    /// The command's own report (`run`: every section of the terminal's), which the Markdown,
+    /// HTML and JSON exports carry whole; `None`: the report is built from the measurements
+    /// ([`summary::document`]).
+    pub report: Option<Document>,
+    /// `run --baseline` and `--strace`: the paired comparisons, as numbers.
+    pub comparisons: Vec<Comparison>,
+    /// `run --strace`: strace's time per call next to the kernel's, per syscall.
+    pub strace: Vec<StraceComparison>,
+}
+
+/// One variant's paired comparison in one scenario (profiled against baseline, or strace
+/// against profiled).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Comparison {
+    /// Server variant.
+    pub variant: String,
+    /// Concurrency of the scenario.
+    pub concurrency: usize,
+    /// The pairs and the changes with their intervals.
+    #[serde(flatten)]
+    pub change: PairedChange,
+}
+
+/// strace's view of one syscall of one variant, summed over its strace runs, next to the
+/// kernel's over the profiled runs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct StraceComparison {
+    /// Server variant.
+    pub variant: String,
+    /// Concurrency of the scenario.
+    pub concurrency: usize,
+    /// Syscall.
+    pub syscall: String,
+    /// Calls strace counted.
+    pub strace_calls: u64,
+    /// strace's time per call, ns.
+    pub strace_ns_per_call: f64,
+    /// The kernel programs' mean, ns (`None` when the syscall was not timed).
+    pub kernel_mean_ns: Option<f64>,
 }
 
 impl ExportData {
     /// What a trace of processes (`attach`, `serve`) measured: one measurement, no variant.
     #[must_use]
     pub fn of_trace(metadata: Metadata, syscalls: Snapshot, partial: bool) -> Self {
-        Self {
+        Self::new(
             metadata,
-            measurements: vec![Measurement {
+            vec![Measurement {
                 variant: None,
                 concurrency: None,
                 run: None,
@@ -148,8 +190,38 @@ impl ExportData {
                 load: None,
                 failure: None,
             }],
-            partial,
+        )
+        .partial(partial)
+    }
+
+    /// Measurements with no report, comparison or failure of their own.
+    #[must_use]
+    pub fn new(metadata: Metadata, measurements: Vec<Measurement>) -> Self {
+        Self {
+            metadata,
+            measurements,
+            partial: false,
             failures: Vec::new(),
+            report: None,
+            comparisons: Vec::new(),
+            strace: Vec::new(),
+        }
+    }
+
+    /// The same, marked partial or not.
+    #[must_use]
+    pub fn partial(mut self, partial: bool) -> Self {
+        self.partial = partial;
+        self
+    }
+
+    /// The report every document format renders: the command's own, or one built from the
+    /// measurements.
+    #[must_use]
+    pub fn document(&self) -> std::borrow::Cow<'_, Document> {
+        match &self.report {
+            Some(d) => std::borrow::Cow::Borrowed(d),
+            None => std::borrow::Cow::Owned(summary::document(self)),
         }
     }
 

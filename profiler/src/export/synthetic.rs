@@ -275,12 +275,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
             });
         }
     }
-    ExportData {
-        metadata,
-        measurements,
-        partial: false,
-        failures: Vec::new(),
-    }
+    ExportData::new(metadata, measurements)
 }
 
 /// An `attach`-like result: one measurement, no variant, no load.
@@ -294,17 +289,5 @@ pub fn attach_data() -> ExportData {
     let mut metadata = Metadata::collect("attach");
     metadata.duration_s = 5.0;
     metadata.settings.insert("pids".into(), "1234".into());
-    ExportData {
-        metadata,
-        measurements: vec![Measurement {
-            variant: None,
-            concurrency: None,
-            run: None,
-            syscalls: snapshot(&mut rng, &shape, 1),
-            load: None,
-            failure: None,
-        }],
-        partial: false,
-        failures: Vec::new(),
-    }
+    ExportData::of_trace(metadata, snapshot(&mut rng, &shape, 1), false)
 }

@@ -279,9 +279,7 @@ async fn client_loop(
                 if deadline.is_some_and(|d| at >= d) {
                     break;
                 }
-                if at > Instant::now() {
-                    tokio::time::sleep_until(at.into()).await;
-                }
+                pace_until(at).await;
                 Some(at)
             }
             None => None,
@@ -317,6 +315,25 @@ async fn client_loop(
         if let Some(p) = &plan.progress {
             p.fetch_add(1, Ordering::Relaxed);
         }
+    }
+}
+
+/// How early the open loop's timer sleep ends before a send; the rest is spent yielding.
+/// tokio's timer wheel has 1 ms slots and rounds a deadline up to the next slot, so a sleep
+/// ends up to 1 ms late: that lateness was in every corrected latency (p50 800 µs against 68 µs
+/// uncorrected at 3000 req/s).
+const PACING_SPIN: Duration = Duration::from_millis(2);
+
+/// Waits until `at` with microsecond precision: sleeps on the timer until [`PACING_SPIN`]
+/// before it, then yields to the other clients (and the I/O driver) until it has come.
+async fn pace_until(at: Instant) {
+    if let Some(early) = at.checked_sub(PACING_SPIN)
+        && early > Instant::now()
+    {
+        tokio::time::sleep_until(early.into()).await;
+    }
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
     }
 }
 

@@ -5,14 +5,19 @@ use std::fmt::Write as _;
 use super::units::{duration, duration_ns, percent};
 use crate::stats::{Snapshot, SyscallSummary};
 
-/// A plain text table with right-aligned numeric columns.
-#[derive(Debug, Default)]
-pub struct TextTable {
+/// A table: column names and rows of cells, built once and rendered as text, Markdown or HTML
+/// (the first column left-aligned, the rest right-aligned: names, then numbers).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Table {
+    #[serde(rename = "columns")]
     header: Vec<String>,
     rows: Vec<Vec<String>>,
 }
 
-impl TextTable {
+/// The old name of [`Table`], for the tables that only ever print to the terminal.
+pub type TextTable = Table;
+
+impl Table {
     /// A table with these column names.
     #[must_use]
     pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
@@ -31,6 +36,18 @@ impl TextTable {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
+    }
+
+    /// Column names.
+    #[must_use]
+    pub fn header(&self) -> &[String] {
+        &self.header
+    }
+
+    /// The rows, as added.
+    #[must_use]
+    pub fn rows(&self) -> &[Vec<String>] {
+        &self.rows
     }
 
     /// Renders with two spaces between columns; the first column left-aligned, the rest right.
@@ -62,6 +79,59 @@ impl TextTable {
         }
         out
     }
+
+    /// GitHub-flavoured Markdown: header, alignment row, rows; `|` escaped in cells.
+    #[must_use]
+    pub fn to_markdown(&self) -> String {
+        let cell = |text: &str| text.replace('|', "\\|").replace('\n', " ");
+        let line = |cells: &[String]| {
+            format!(
+                "| {} |\n",
+                cells
+                    .iter()
+                    .map(|c| cell(c))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            )
+        };
+        let mut out = line(&self.header);
+        let align: Vec<&str> = (0..self.header.len())
+            .map(|i| if i == 0 { ":---" } else { "---:" })
+            .collect();
+        let _ = writeln!(out, "|{}|", align.join("|"));
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
+    /// An HTML `<table>`, cells escaped (the page's CSS aligns the columns).
+    #[must_use]
+    pub fn to_html(&self) -> String {
+        let mut out = String::from("<table><thead><tr>");
+        for h in &self.header {
+            let _ = write!(out, "<th>{}</th>", escape_html(h));
+        }
+        out.push_str("</tr></thead><tbody>\n");
+        for r in &self.rows {
+            out.push_str("<tr>");
+            for c in r {
+                let _ = write!(out, "<td>{}</td>", escape_html(c));
+            }
+            out.push_str("</tr>\n");
+        }
+        out.push_str("</tbody></table>\n");
+        out
+    }
+}
+
+/// Text escaped for HTML and SVG.
+#[must_use]
+pub fn escape_html(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// "12 (EAGAIN)" style: the error count and its most frequent errno.

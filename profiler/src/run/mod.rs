@@ -27,7 +27,7 @@ use self::{
 use crate::{
     bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     cli::RunArgs,
-    export::{self, ExportData, LoadSummary, Measurement, Metadata},
+    export::{self, Comparison, ExportData, LoadSummary, Measurement, Metadata, StraceComparison},
     loadgen::{self, LoadSpec, Stop, Workload},
     stats::Snapshot,
 };
@@ -160,12 +160,46 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
             }
         }
     }
-    ExportData {
-        metadata,
-        measurements,
-        partial: experiment.stopped_early.is_some() || !failures.is_empty(),
-        failures,
+    let mut comparisons = Vec::new();
+    let mut strace = Vec::new();
+    for scenario in &experiment.scenarios {
+        for v in scenario.variants.iter().filter(|v| v.failure.is_none()) {
+            let pairs = [
+                (RunKind::Profiled, RunKind::Baseline),
+                (RunKind::Strace, RunKind::Profiled),
+            ];
+            for (of, relative_to) in pairs {
+                if let Some(change) = v.paired_change(of, relative_to) {
+                    comparisons.push(Comparison {
+                        variant: v.variant.to_string(),
+                        concurrency: scenario.concurrency,
+                        change,
+                    });
+                }
+            }
+            let kernel = v.merged_syscalls();
+            for row in report::strace_rows(v).unwrap_or_default() {
+                strace.push(StraceComparison {
+                    variant: v.variant.to_string(),
+                    concurrency: scenario.concurrency,
+                    kernel_mean_ns: kernel
+                        .syscall(&row.syscall)
+                        .filter(|x| x.calls > 0)
+                        .map(|x| x.mean_ns()),
+                    strace_ns_per_call: row.ns_per_call(),
+                    strace_calls: row.calls,
+                    syscall: row.syscall,
+                });
+            }
+        }
     }
+    let partial = experiment.stopped_early.is_some() || !failures.is_empty();
+    let mut data = ExportData::new(metadata, measurements).partial(partial);
+    data.failures = failures;
+    data.report = Some(report::document(experiment));
+    data.comparisons = comparisons;
+    data.strace = strace;
+    data
 }
 
 fn load_summary(runs: &[&RunResult]) -> LoadSummary {

@@ -9,6 +9,7 @@ pub use servers::Variant;
 
 /// How a run was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
 pub enum RunKind {
     /// With the kernel programs attached.
     Profiled,
@@ -192,7 +193,9 @@ impl VariantResult {
             of,
             relative_to,
             pairs: pairs.len(),
-            qps_of: crate::statistics::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
+            qps_of: crate::statistics::median(
+                &pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>(),
+            ),
             qps_relative_to: crate::statistics::median(
                 &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
             ),

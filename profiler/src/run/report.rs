@@ -10,7 +10,8 @@ use super::{
 use crate::{
     export::Metadata,
     report::{
-        table::{TextTable, errors_cell},
+        document::{Document, Part, Section},
+        table::{Table, TextTable, errors_cell},
         units::{duration, duration_ns, percent},
     },
     statistics::{Spread, gini, median, outliers},
@@ -70,10 +71,7 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
             "PARTIAL: the experiment stopped early ({why}); everything measured until then follows."
         );
     }
-    for scenario in &experiment.scenarios {
-        out.push('\n');
-        out.push_str(&render_scenario(scenario));
-    }
+    out.push_str(&document(experiment).to_text());
     let _ = writeln!(
         out,
         "\nTotal time {:.1}s.",
@@ -82,42 +80,49 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
     out
 }
 
-fn render_scenario(s: &ScenarioResult) -> String {
-    let mut out = String::new();
+/// The report's parts and sections, one part per scenario: what the terminal prints and every
+/// export carries.
+#[must_use]
+pub fn document(experiment: &Experiment) -> Document {
+    Document {
+        parts: experiment.scenarios.iter().map(part).collect(),
+    }
+}
+
+fn part(s: &ScenarioResult) -> Part {
     let runs = s
         .variants
         .iter()
         .map(|v| v.of_kind(RunKind::Profiled).count())
         .max()
         .unwrap_or(0);
-    let _ = writeln!(
-        out,
-        "== {} (concurrency {}, {} run{}) ==",
+    let heading = format!(
+        "{} (concurrency {}, {} run{})",
         s.title,
         s.concurrency,
         runs,
         if runs == 1 { "" } else { "s" }
     );
-    for v in s.variants.iter().filter(|v| v.failure.is_some()) {
-        let _ = writeln!(
-            out,
-            "!! {}: {}",
-            v.variant,
-            v.failure.as_deref().unwrap_or_default()
-        );
+    let notes = s
+        .variants
+        .iter()
+        .filter_map(|v| Some(format!("{}: {}", v.variant, v.failure.as_deref()?)))
+        .collect();
+    let mut sections = runs_sections(s);
+    sections.extend(syscall_section(s));
+    sections.extend(cpu_section(s));
+    sections.extend(workers_sections(s));
+    sections.extend(side_by_side(s));
+    sections.extend(baseline_section(s));
+    sections.extend(strace_sections(s));
+    Part {
+        heading,
+        notes,
+        sections,
     }
-    out.push_str(&runs_table(s));
-    out.push_str(&syscall_table(s));
-    out.push_str(&cpu_table(s));
-    out.push_str(&workers_table(s));
-    out.push_str(&comparison_table(s));
-    out.push_str(&baseline_table(s));
-    out.push_str(&strace_table(s));
-    out
 }
 
-fn runs_table(s: &ScenarioResult) -> String {
-    let mut out = String::from("\nEnd to end (load generator):\n");
+fn runs_sections(s: &ScenarioResult) -> Vec<Section> {
     let mut table = TextTable::new([
         "variant", "run", "QPS", "p50", "p99", "p99.9", "max", "requests", "errors",
     ]);
@@ -210,27 +215,25 @@ fn runs_table(s: &ScenarioResult) -> String {
             ));
         }
     }
-    out.push_str(&table.render());
+    let mut runs = Section::new("End to end (load generator)", table);
     for v in &s.variants {
         let connect = merge_histograms(
             v.of_kind(RunKind::Profiled)
                 .map(|r| r.load.connect_latency.as_ref()),
         );
         if let Some(c) = connect.filter(|c| !c.is_empty()) {
-            let _ = writeln!(
-                out,
+            runs.notes.push(format!(
                 "{}: connect() p50 {}, p99 {}",
                 v.variant,
                 duration(c.value_at_quantile(0.5)),
                 duration(c.value_at_quantile(0.99))
-            );
+            ));
         }
     }
-    out.push_str(&open_loop_table(s));
-    for w in warnings {
-        let _ = writeln!(out, "{w}");
-    }
-    out
+    runs.notes.extend(warnings);
+    let mut sections = vec![runs];
+    sections.extend(open_loop_section(s));
+    sections
 }
 
 /// p50, p99, p99.9 and max of a latency histogram, as table cells.
@@ -245,7 +248,7 @@ fn latency_cells(h: &hdrhistogram::Histogram<u64>) -> [String; 4] {
 
 /// Open loop (`--rate`): latency from each request's intended send time (coordinated omission
 /// corrected) next to the latency from its actual send; empty in closed loop.
-fn open_loop_table(s: &ScenarioResult) -> String {
+fn open_loop_section(s: &ScenarioResult) -> Option<Section> {
     let mut table = TextTable::new([
         "variant",
         "run",
@@ -273,13 +276,12 @@ fn open_loop_table(s: &ScenarioResult) -> String {
             rows += 1;
         }
     }
-    if rows == 0 {
-        return String::new();
-    }
-    format!(
-        "\nOpen loop: latency from the actual send, and corrected (from each request's intended send time, as wrk2):\n{}",
-        table.render()
-    )
+    (rows > 0).then(|| {
+        Section::new(
+            "Open loop: latency from the actual send, and corrected (from each request's intended send time, as wrk2)",
+            table,
+        )
+    })
 }
 
 fn requests_of(v: &VariantResult) -> u64 {
@@ -288,8 +290,7 @@ fn requests_of(v: &VariantResult) -> u64 {
         .sum()
 }
 
-fn syscall_table(s: &ScenarioResult) -> String {
-    let mut out = String::from("\nSyscalls (timed in the kernel, all profiled runs):\n");
+fn syscall_section(s: &ScenarioResult) -> Option<Section> {
     let mut table = TextTable::new([
         "variant",
         "syscall",
@@ -341,18 +342,16 @@ fn syscall_table(s: &ScenarioResult) -> String {
         }
     }
     if table.is_empty() {
-        return String::new();
+        return None;
     }
-    out.push_str(&table.render());
-    for line in events {
-        let _ = writeln!(out, "{line}");
-    }
-    if dropped.is_empty() {
-        out.push_str("dropped: 0 (every call was recorded)\n");
+    let mut section = Section::new("Syscalls (timed in the kernel, all profiled runs)", table);
+    section.notes = events;
+    section.notes.push(if dropped.is_empty() {
+        "dropped: 0 (every call was recorded)".to_owned()
     } else {
-        let _ = writeln!(out, "dropped: {}", dropped.join("; "));
-    }
-    out
+        format!("dropped: {}", dropped.join("; "))
+    });
+    Some(section)
 }
 
 /// "10000 (50.0% EAGAIN)" style.
@@ -370,7 +369,7 @@ fn error_share_cell(x: &crate::stats::SyscallSummary) -> String {
     }
 }
 
-fn cpu_table(s: &ScenarioResult) -> String {
+fn cpu_section(s: &ScenarioResult) -> Option<Section> {
     let mut table = TextTable::new(["variant", "CPU/req", "system share", "CPU busy"]);
     for v in &s.variants {
         let mut cpu = super::model::CpuTime::default();
@@ -392,17 +391,16 @@ fn cpu_table(s: &ScenarioResult) -> String {
             percent(cpu.on_cpu_ns as f64, elapsed * 1e9),
         ]);
     }
-    if table.is_empty() {
-        return String::new();
-    }
-    format!(
-        "\nServer CPU (on-CPU time from schedstat; system share from the 10 ms tick samples):\n{}",
-        table.render()
-    )
+    (!table.is_empty()).then(|| {
+        Section::new(
+            "Server CPU (on-CPU time from schedstat; system share from the 10 ms tick samples)",
+            table,
+        )
+    })
 }
 
-fn workers_table(s: &ScenarioResult) -> String {
-    let mut out = String::new();
+fn workers_sections(s: &ScenarioResult) -> Vec<Section> {
+    let mut out: Vec<Section> = Vec::new();
     let why = s
         .mp_workers
         .as_ref()
@@ -414,21 +412,24 @@ fn workers_table(s: &ScenarioResult) -> String {
                 continue;
             };
             if i == 0 {
-                let _ = writeln!(
-                    out,
-                    "\nmp workers (SO_REUSEPORT distribution{why}), run {}:",
-                    run.run
-                );
-                out.push_str(&table);
+                out.push(Section::new(
+                    format!(
+                        "mp workers (SO_REUSEPORT distribution{why}), run {}",
+                        run.run
+                    ),
+                    table,
+                ));
             }
-            let _ = writeln!(out, "run {}: {summary}", run.run);
+            if let Some(section) = out.last_mut() {
+                section.notes.push(format!("run {}: {summary}", run.run));
+            }
         }
     }
     out
 }
 
 /// Per worker of one run: accept calls, successful accepts, share; and a summary line.
-fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
+fn worker_distribution(snapshot: &Snapshot) -> Option<(Table, String)> {
     let slots: Vec<usize> = snapshot
         .syscalls
         .iter()
@@ -479,17 +480,17 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(String, String)> {
         spread.stddev,
         gini(&accepted)
     );
-    Some((table.render(), summary))
+    Some((table, summary))
 }
 
-fn comparison_table(s: &ScenarioResult) -> String {
+fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     let measured: Vec<&VariantResult> = s
         .variants
         .iter()
         .filter(|v| v.of_kind(RunKind::Profiled).next().is_some())
         .collect();
     if measured.len() < 2 {
-        return String::new();
+        return None;
     }
     let mut header = vec!["metric".to_owned()];
     header.extend(measured.iter().map(|v| v.variant.to_string()));
@@ -606,11 +607,11 @@ fn comparison_table(s: &ScenarioResult) -> String {
             duration_ns(ns as f64 / req as f64)
         }
     }));
-    format!("\nSide by side:\n{}", table.render())
+    Some(Section::new("Side by side", table))
 }
 
-fn baseline_table(s: &ScenarioResult) -> String {
-    paired_table(
+fn baseline_section(s: &ScenarioResult) -> Option<Section> {
+    paired_section(
         s,
         RunKind::Profiled,
         RunKind::Baseline,
@@ -620,7 +621,12 @@ fn baseline_table(s: &ScenarioResult) -> String {
 
 /// `of` runs against `relative_to` runs, paired by run number: QPS and latency changes as
 /// medians with 95% intervals, and whether the noise explains them.
-fn paired_table(s: &ScenarioResult, of: RunKind, relative_to: RunKind, title: &str) -> String {
+fn paired_section(
+    s: &ScenarioResult,
+    of: RunKind,
+    relative_to: RunKind,
+    title: &str,
+) -> Option<Section> {
     let mut table = TextTable::new([
         "variant".to_owned(),
         "pairs".to_owned(),
@@ -647,13 +653,11 @@ fn paired_table(s: &ScenarioResult, of: RunKind, relative_to: RunKind, title: &s
         ]);
     }
     if table.is_empty() {
-        return String::new();
+        return None;
     }
-    format!(
-        "\n{title}:\n{}{}\n",
-        table.render(),
-        PAIRED_NOTE
-    )
+    let mut section = Section::new(title, table);
+    section.notes.push(PAIRED_NOTE.to_owned());
+    Some(section)
 }
 
 /// How the paired changes are computed, under each paired table.
@@ -688,7 +692,7 @@ fn kind_label(kind: RunKind) -> &'static str {
     }
 }
 
-fn strace_table(s: &ScenarioResult) -> String {
+fn strace_sections(s: &ScenarioResult) -> Vec<Section> {
     let mut table = TextTable::new([
         "variant",
         "syscall",
@@ -726,13 +730,13 @@ fn strace_table(s: &ScenarioResult) -> String {
         }
     }
     if table.is_empty() {
-        return String::new();
+        return Vec::new();
     }
-    let mut out = format!(
-        "\nstrace -f -c against the kernel's timing (--strace, all strace runs):\n{}",
-        table.render()
-    );
-    out.push_str(&paired_table(
+    let mut out = vec![Section::new(
+        "strace -f -c against the kernel's timing (--strace, all strace runs)",
+        table,
+    )];
+    out.extend(paired_section(
         s,
         RunKind::Strace,
         RunKind::Profiled,
