@@ -238,22 +238,7 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
         );
         let cx = x + bw / 2.0;
         // Whisker: min … max of the runs; dots: each run.
-        let _ = writeln!(
-            out,
-            "<line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
-            y_of(spread.min),
-            y_of(spread.max)
-        );
-        for v in [spread.min, spread.max] {
-            let _ = writeln!(
-                out,
-                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
-                cx - 6.0,
-                y_of(v),
-                cx + 6.0,
-                y_of(v)
-            );
-        }
+        whisker(&mut out, cx, y_of(spread.min), y_of(spread.max), 6.0);
         for v in qps {
             let _ = writeln!(
                 out,
@@ -393,7 +378,7 @@ fn spectrum_chart(series: &[(String, &LatencyHistogram)]) -> String {
 fn baseline_chart(comparisons: &[&Comparison]) -> String {
     let (left, top, h) = (70.0, 20.0, 200.0);
     let w = WIDTH - left - 20.0;
-    let whisker = |c: &Comparison| {
+    let interval = |c: &Comparison| {
         let base = c.change.qps_relative_to;
         (
             base * (1.0 + c.change.qps.low / 100.0),
@@ -407,7 +392,7 @@ fn baseline_chart(comparisons: &[&Comparison]) -> String {
                 c.change
                     .qps_of
                     .max(c.change.qps_relative_to)
-                    .max(whisker(c).1)
+                    .max(interval(c).1)
             })
             .fold(0.0, f64::max),
     );
@@ -441,23 +426,8 @@ fn baseline_chart(comparisons: &[&Comparison]) -> String {
             );
         }
         let cx = x0 + bw * 1.45;
-        let (lo, hi) = whisker(c);
-        let _ = writeln!(
-            out,
-            "<line x1=\"{cx:.1}\" y1=\"{:.1}\" x2=\"{cx:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
-            y_of(lo),
-            y_of(hi)
-        );
-        for v in [lo, hi] {
-            let _ = writeln!(
-                out,
-                "<line x1=\"{:.1}\" y1=\"{:.1}\" x2=\"{:.1}\" y2=\"{:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>",
-                cx - 5.0,
-                y_of(v),
-                cx + 5.0,
-                y_of(v)
-            );
-        }
+        let (lo, hi) = interval(c);
+        whisker(&mut out, cx, y_of(lo), y_of(hi), 5.0);
         let mid = x0 + bw;
         let q = &c.change.qps;
         let _ = writeln!(
@@ -488,21 +458,41 @@ fn baseline_chart(comparisons: &[&Comparison]) -> String {
             }
         );
     }
-    let legend_y = top + h + 64.0;
-    for (i, (what, colour)) in [("baseline", "#9e9e9e"), ("profiled", COLOURS[0])]
-        .into_iter()
-        .enumerate()
-    {
-        let x = left + 110.0 * i as f64;
+    legend_row(
+        &mut out,
+        left,
+        top + h + 64.0,
+        &[("baseline", "#9e9e9e"), ("profiled", COLOURS[0])],
+    );
+    out.push_str("</svg>\n");
+    out
+}
+
+/// A vertical whisker at `x` from `y1` to `y2`, with caps `cap` wide on each side.
+fn whisker(out: &mut String, x: f64, y1: f64, y2: f64, cap: f64) {
+    let line = |out: &mut String, (x1, y1, x2, y2): (f64, f64, f64, f64)| {
         let _ = writeln!(
             out,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{what}</text>",
-            legend_y - 8.0,
+            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>"
+        );
+    };
+    line(out, (x, y1, x, y2));
+    for y in [y1, y2] {
+        line(out, (x - cap, y, x + cap, y));
+    }
+}
+
+/// One legend line at `y`: a swatch and a name per entry, side by side.
+fn legend_row(out: &mut String, left: f64, y: f64, entries: &[(&str, &str)]) {
+    for (i, (what, colour)) in entries.iter().enumerate() {
+        let x = left + 130.0 * i as f64;
+        let _ = writeln!(
+            out,
+            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{y:.1}\">{what}</text>",
+            y - 8.0,
             x + 18.0
         );
     }
-    out.push_str("</svg>\n");
-    out
 }
 
 /// Horizontal bars, two per (variant, syscall): the kernel's mean and strace's time per call.
@@ -568,19 +558,12 @@ fn strace_chart(rows: &[StraceComparison]) -> String {
             );
         }
     }
-    let legend_y = top + h + 32.0;
-    for (i, (what, colour)) in [("kernel mean", COLOURS[0]), ("strace per call", COLOURS[1])]
-        .into_iter()
-        .enumerate()
-    {
-        let x = left + 130.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{legend_y:.1}\">{what}</text>",
-            legend_y - 8.0,
-            x + 18.0
-        );
-    }
+    legend_row(
+        &mut out,
+        left,
+        top + h + 32.0,
+        &[("kernel mean", COLOURS[0]), ("strace per call", COLOURS[1])],
+    );
     out.push_str("</svg>\n");
     out
 }

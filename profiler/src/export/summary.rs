@@ -6,8 +6,8 @@ use super::{ExportData, Measurement};
 use crate::{
     report::{
         document::{Document, Part, Section},
-        table::{Table, errors_cell},
-        units::{duration, duration_ns, percent},
+        table::{self, Table},
+        units::duration,
     },
     stats::SyscallSummary,
 };
@@ -94,99 +94,15 @@ fn load_table(data: &ExportData, summaries: &[&Measurement]) -> Table {
 
 /// The syscall table of one measurement and the lines under it (events per call, drops).
 fn syscall_table_parts(m: &Measurement) -> (Option<Table>, Vec<String>) {
-    let snapshot = &m.syscalls;
-    let total_time = snapshot.total_ns() as f64;
-    let mut t = Table::new([
-        "syscall",
-        "calls",
-        "errors",
-        "total",
-        "mean",
-        "p50",
-        "p90",
-        "p99",
-        "p99.9",
-        "max",
-        "share",
-        "calls/request",
-        "dropped",
-    ]);
-    let mut rows: Vec<&SyscallSummary> = snapshot
-        .syscalls
-        .iter()
-        .filter(|s| s.calls > 0 || s.dropped > 0)
-        .collect();
-    rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    for s in &rows {
-        let q = |q: f64| duration(s.latency.value_at_quantile(q));
-        t.row(vec![
-            s.name.clone(),
-            s.calls.to_string(),
-            errors_cell(s),
-            duration(s.total_ns),
-            duration_ns(s.mean_ns()),
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            q(0.999),
-            duration(s.max_ns),
-            percent(s.total_ns as f64, total_time),
-            m.calls_per_request(s)
-                .map_or_else(|| "-".into(), |c| format!("{c:.3}")),
-            s.dropped.to_string(),
-        ]);
-    }
-    let mut notes = Vec::new();
-    for s in &snapshot.syscalls {
-        if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
-            notes.push(format!(
-                "{}: {:.2} events per call (p50 {}, p99 {}, max {}).",
-                s.name,
-                events.mean(),
-                events.value_at_quantile(0.5),
-                events.value_at_quantile(0.99),
-                events.range().map_or(0, |r| r.1)
-            ));
-        }
-    }
-    let lost = snapshot.dropped.lost();
-    notes.push(format!(
-        "Dropped events: {lost}{}.",
-        if lost == 0 {
-            " (every call was recorded)"
-        } else {
-            ""
-        }
-    ));
-    for (reason, count) in snapshot.dropped.nonzero() {
-        notes.push(format!("{count} {}.", reason.describe()));
-    }
-    (if rows.is_empty() { None } else { Some(t) }, notes)
+    let per_request = |s: &SyscallSummary| m.calls_per_request(s);
+    table::syscall_summary(
+        &m.syscalls,
+        m.load
+            .is_some()
+            .then_some(&per_request as &dyn Fn(&SyscallSummary) -> Option<f64>),
+    )
 }
 
 fn process_table(m: &Measurement) -> Table {
-    let names: Vec<String> = m
-        .syscalls
-        .syscalls
-        .iter()
-        .map(|s| format!("{} calls", s.name))
-        .collect();
-    let mut header = vec!["pid", "calls", "errors", "total"];
-    header.extend(names.iter().map(String::as_str));
-    let mut t = Table::new(header);
-    for p in &m.syscalls.processes {
-        let mut row = vec![
-            if p.pid == 0 {
-                "other".to_owned()
-            } else {
-                p.pid.to_string()
-            },
-            p.total_calls().to_string(),
-            p.syscalls.iter().map(|s| s.errors).sum::<u64>().to_string(),
-            duration(p.syscalls.iter().map(|s| s.total_ns).sum()),
-        ];
-        row.extend(p.syscalls.iter().map(|s| s.calls.to_string()));
-        t.row(row);
-    }
-    t
+    table::process_summary(&m.syscalls)
 }

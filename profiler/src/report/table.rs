@@ -146,40 +146,51 @@ pub fn errors_cell(s: &SyscallSummary) -> String {
     }
 }
 
-/// The final table of `profiler attach`: syscalls that were called, sorted by total time.
-#[must_use]
-pub fn syscall_table(snapshot: &Snapshot) -> String {
+/// The per-syscall table of a snapshot (the syscalls that were called, by total time) and the
+/// lines under it: events per call, drops. With `per_request` (a measurement with load), a
+/// calls-per-request column. `None` for the table when no timed call was made. `attach`
+/// prints it and every export of a trace carries it.
+pub fn syscall_summary(
+    snapshot: &Snapshot,
+    per_request: Option<&dyn Fn(&SyscallSummary) -> Option<f64>>,
+) -> (Option<Table>, Vec<String>) {
     let total_time = snapshot.total_ns() as f64;
-    let mut table = TextTable::new([
-        "syscall", "calls", "errors", "total", "mean", "p50", "p99", "p99.9", "max", "share",
-        "dropped",
-    ]);
+    let mut columns = vec![
+        "syscall", "calls", "errors", "total", "mean", "p50", "p90", "p99", "p99.9", "max", "share",
+    ];
+    if per_request.is_some() {
+        columns.push("calls/request");
+    }
+    columns.push("dropped");
+    let mut table = Table::new(columns);
     let mut rows: Vec<&SyscallSummary> = snapshot
         .syscalls
         .iter()
         .filter(|s| s.calls > 0 || s.dropped > 0)
         .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
-    for s in rows {
-        table.row([
+    for s in &rows {
+        let q = |q: f64| duration(s.latency.value_at_quantile(q));
+        let mut row = vec![
             s.name.clone(),
             s.calls.to_string(),
             errors_cell(s),
             duration(s.total_ns),
             duration_ns(s.mean_ns()),
-            duration(s.latency.value_at_quantile(0.50)),
-            duration(s.latency.value_at_quantile(0.99)),
-            duration(s.latency.value_at_quantile(0.999)),
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(0.999),
             duration(s.max_ns),
             percent(s.total_ns as f64, total_time),
-            s.dropped.to_string(),
-        ]);
+        ];
+        if let Some(per_request) = per_request {
+            row.push(per_request(s).map_or_else(|| "-".into(), |c| format!("{c:.3}")));
+        }
+        row.push(s.dropped.to_string());
+        table.row(row);
     }
-    let mut out = if table.is_empty() {
-        "no timed syscalls were made by the traced processes\n".to_owned()
-    } else {
-        table.render()
-    };
+    let mut notes = Vec::new();
     for s in &snapshot.syscalls {
         if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
             let zero: u64 = events
@@ -187,8 +198,7 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
                 .filter(|b| b.high == 0)
                 .map(|b| b.count)
                 .sum();
-            let _ = writeln!(
-                out,
+            notes.push(format!(
                 "{}: {:.2} events per call (p50 {}, p99 {}, max {}), no event in {} of calls",
                 s.name,
                 events.mean(),
@@ -196,38 +206,54 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
                 events.value_at_quantile(0.99),
                 events.range().map_or(0, |r| r.1),
                 percent(zero as f64, events.total() as f64),
-            );
+            ));
         }
     }
     let lost = snapshot.dropped.lost();
-    let _ = writeln!(
-        out,
+    notes.push(format!(
         "dropped: {lost}{}",
         if lost == 0 {
             " (every call was recorded)"
         } else {
             ""
         }
-    );
+    ));
     for (reason, count) in snapshot.dropped.nonzero() {
-        let _ = writeln!(out, "  {count} {}", reason.describe());
+        notes.push(format!("  {count} {}", reason.describe()));
+    }
+    ((!rows.is_empty()).then_some(table), notes)
+}
+
+/// The final table of `profiler attach` and the lines under it, as text.
+#[must_use]
+pub fn syscall_table(snapshot: &Snapshot) -> String {
+    let (table, notes) = syscall_summary(snapshot, None);
+    let mut out = table.map_or_else(
+        || "no timed syscalls were made by the traced processes\n".to_owned(),
+        |t| t.render(),
+    );
+    for n in notes {
+        let _ = writeln!(out, "{n}");
     }
     out
 }
 
 /// Per-process table (the multi-process server's workers): one row per process.
 #[must_use]
-pub fn process_table(snapshot: &Snapshot) -> String {
-    let mut table = TextTable::new(["pid", "calls", "errors", "total"]);
-    let names: Vec<&str> = snapshot.syscalls.iter().map(|s| s.name.as_str()).collect();
+pub fn process_summary(snapshot: &Snapshot) -> Table {
     let mut header = vec![
         "pid".to_owned(),
         "calls".into(),
         "errors".into(),
         "total".into(),
     ];
-    header.extend(names.iter().map(|n| format!("{n} calls")));
-    table.header = header;
+    header.extend(
+        snapshot
+            .syscalls
+            .iter()
+            .map(|s| format!("{} calls", s.name)),
+    );
+    let mut table = Table::new(header);
     for p in &snapshot.processes {
         let errors: u64 = p.syscalls.iter().map(|s| s.errors).sum();
         let total: u64 = p.syscalls.iter().map(|s| s.total_ns).sum();
@@ -244,7 +270,13 @@ pub fn process_table(snapshot: &Snapshot) -> String {
         row.extend(p.syscalls.iter().map(|s| s.calls.to_string()));
         table.row(row);
     }
-    table.render()
+    table
+}
+
+/// [`process_summary`] as text.
+#[must_use]
+pub fn process_table(snapshot: &Snapshot) -> String {
+    process_summary(snapshot).render()
 }
 
 #[cfg(test)]
