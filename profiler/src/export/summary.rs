@@ -99,7 +99,7 @@ fn syscall_table_parts(m: &Measurement) -> (Option<Table>, Vec<String>) {
         &m.syscalls,
         m.load
             .is_some()
-            .then_some(&per_request as &dyn Fn(&SyscallSummary) -> Option<f64>),
+            .then_some(&per_request as &table::PerRequest<'_>),
     )
 }
 

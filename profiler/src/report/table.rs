@@ -146,13 +146,16 @@ pub fn errors_cell(s: &SyscallSummary) -> String {
     }
 }
 
+/// Calls per request of a syscall, where the measurement had load.
+pub type PerRequest<'a> = dyn Fn(&SyscallSummary) -> Option<f64> + 'a;
+
 /// The per-syscall table of a snapshot (the syscalls that were called, by total time) and the
 /// lines under it: events per call, drops. With `per_request` (a measurement with load), a
 /// calls-per-request column. `None` for the table when no timed call was made. `attach`
 /// prints it and every export of a trace carries it.
 pub fn syscall_summary(
     snapshot: &Snapshot,
-    per_request: Option<&dyn Fn(&SyscallSummary) -> Option<f64>>,
+    per_request: Option<&PerRequest<'_>>,
 ) -> (Option<Table>, Vec<String>) {
     let total_time = snapshot.total_ns() as f64;
     let mut columns = vec![
