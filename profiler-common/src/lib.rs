@@ -116,7 +116,7 @@ pub const RECORD_HEADER: u32 = 8;
 /// at a constant offset (the verifier allows no other ctx access), so the kernel side has one
 /// read per position of this window and the verifier, which knows the offset from the frozen
 /// `.rodata`, keeps only the one that matches.
-pub const RECORD_WINDOW: u32 = 64;
+pub const RECORD_WINDOW: u32 = 72;
 
 /// Where the fields the programs read lie on *this* kernel, found by the loader in the
 /// tracepoints' `format` files and the kernel's BTF, and handed to the programs as one read-only
@@ -141,6 +141,12 @@ pub struct RecordLayout {
     pub task_signal: u32,
     /// BTF: byte offset of `live` (an `atomic_t`) in `struct signal_struct`.
     pub signal_live: u32,
+    /// `sched:sched_switch`: offset of `long prev_state` (the previous task is the current one).
+    pub switch_prev_state: u32,
+    /// `sched:sched_switch`: offset of `pid_t next_pid` (64 on 6.1-rt, hence the 72-byte window).
+    pub switch_next_pid: u32,
+    /// `sched:sched_wakeup`: offset of `pid_t pid` (the task woken).
+    pub wakeup_pid: u32,
     /// Explicit padding.
     pub _pad: u32,
 }
@@ -274,6 +280,10 @@ pub struct SyscallStats {
     pub errors: [u64; ERRNO_CLASSES],
     /// Exits of this syscall that had no entry timestamp ([`DropReason::NoStart`]).
     pub dropped: u64,
+    /// With `--off-cpu`: the calls' time switched out and not runnable (blocked), ns.
+    pub blocked_ns: u64,
+    /// With `--off-cpu`: the calls' time runnable but not running, ns.
+    pub runnable_ns: u64,
 }
 
 /// A log-linear histogram of one CPU: [`HIST_BUCKETS`] counters indexed by [`bucket_index`].
@@ -304,6 +314,37 @@ pub struct ThreadStart {
     pub _pad: u32,
 }
 
+/// Where a thread inside a traced call spends its time off the CPU (`OFF_CPU` map, indexed by
+/// thread id, with `--off-cpu`): reset at entry, split at each `sched_switch` and
+/// `sched_wakeup`, read at exit, where the call's on-CPU time is its latency minus both parts.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OffCpu {
+    /// When it left the CPU or was woken (the start of the current off-CPU part); 0 while on it.
+    pub since_ns: u64,
+    /// Time switched out voluntarily and not yet woken (sleeping, waiting), ns.
+    pub blocked_ns: u64,
+    /// Time runnable but not running (preempted, or woken and waiting for a CPU), ns.
+    pub runnable_ns: u64,
+    /// [`OFF_BLOCKED`] or [`OFF_RUNNABLE`]: what the current off-CPU part is.
+    pub state: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+}
+
+/// [`OffCpu::state`]: switched out while sleeping or waiting.
+pub const OFF_BLOCKED: u32 = 1;
+/// [`OffCpu::state`]: preempted, or woken and waiting in the run queue.
+pub const OFF_RUNNABLE: u32 = 2;
+
+/// Whether a task switched out with this `sched_switch` `prev_state` is still runnable: the
+/// tracepoint reports 0 (TASK_RUNNING, a yield) or TASK_REPORT_MAX (0x100, preempted) for a
+/// task that stays in the run queue, and one bit of 0x01..=0x80 for a sleep state.
+#[must_use]
+pub const fn switched_out_runnable(prev_state: u64) -> bool {
+    prev_state & 0xff == 0
+}
+
 /// [`ThreadStart::process`] of a call timed under `--all` in a process nobody named.
 pub const NO_PROCESS: u32 = u32::MAX;
 
@@ -316,6 +357,8 @@ pub struct SyscallSlot {
     pub stats: SyscallStats,
     /// Latency histogram, in ns.
     pub latency: LatencyBuckets,
+    /// With `--off-cpu`: histogram of each call's on-CPU time (latency minus off-CPU), ns.
+    pub on_cpu: LatencyBuckets,
 }
 
 /// Per-process counters of one CPU, indexed by slot: the multi-process server's per-worker table.
@@ -415,7 +458,8 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        LatencyBuckets, ProcessStats, RecordLayout, SyscallSlot, SyscallStats, ThreadStart,
+        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SyscallSlot, SyscallStats,
+        ThreadStart,
     };
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
@@ -425,11 +469,13 @@ mod pod {
     unsafe impl aya::Pod for LatencyBuckets {}
     // SAFETY: as above.
     unsafe impl aya::Pod for ProcessStats {}
-    // SAFETY: as above (two such structs, both multiples of 8 bytes).
+    // SAFETY: as above (three such structs, all multiples of 8 bytes).
     unsafe impl aya::Pod for SyscallSlot {}
+    // SAFETY: three u64 + u32 + explicit u32 padding: no implicit padding.
+    unsafe impl aya::Pod for OffCpu {}
     // SAFETY: u64 + u32 + explicit u32 padding: no implicit padding, any bit pattern valid.
     unsafe impl aya::Pod for ThreadStart {}
-    // SAFETY: eight u32 fields: no padding, any bit pattern valid.
+    // SAFETY: u32 fields only: no padding, any bit pattern valid.
     unsafe impl aya::Pod for RecordLayout {}
 }
 

@@ -29,9 +29,10 @@ mod programs {
     use profiler_common::{
         DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
         HIST_BUCKETS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
-        OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, SlotEntry,
-        SyscallSlot, ThreadStart, bucket_index, entry_counts_events, entry_slot,
-        forked_process_index, slot_of_entry,
+        OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu, ProcessStats, RECORD_HEADER,
+        RECORD_WINDOW, RecordLayout, SlotEntry, SyscallSlot, ThreadStart, bucket_index,
+        entry_counts_events, entry_slot, forked_process_index, slot_of_entry,
+        switched_out_runnable,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -49,8 +50,17 @@ mod programs {
         process_exit_group_dead: FIELD_ABSENT,
         task_signal: 0,
         signal_live: 0,
+        switch_prev_state: FIELD_ABSENT,
+        switch_next_pid: FIELD_ABSENT,
+        wakeup_pid: FIELD_ABSENT,
         _pad: 0,
     };
+
+    /// 1 with `--off-cpu`: split each call into on-CPU, blocked and runnable time (the sched
+    /// programs are attached then); set by the loader, frozen, so the verifier drops the split
+    /// from the hot path when it is 0.
+    #[unsafe(no_mangle)]
+    static SPLIT_OFF_CPU: u8 = 0;
 
     /// Reads one `LAYOUT` offset. Volatile, so LLVM does not fold the zeros above; the verifier
     /// still sees a constant, because the loader freezes `.rodata` (BPF_F_RDONLY_PROG).
@@ -68,6 +78,11 @@ mod programs {
     /// The syscall in flight per thread (entry time and process index); sized from `pid_max`.
     #[map]
     static START: Array<ThreadStart> = Array::with_max_entries(1, 0);
+
+    /// With `--off-cpu`, per thread inside a traced call: its off-CPU parts ([`OffCpu`]); sized
+    /// from `pid_max` then, else one entry.
+    #[map]
+    static OFF_CPU: Array<OffCpu> = Array::with_max_entries(1, 0);
 
     /// Syscall number → [`SlotEntry`], filled by user space.
     #[map]
@@ -159,8 +174,8 @@ mod programs {
         use aya_ebpf::EbpfContext as _;
         let record = ctx.as_ptr();
         // The window's bounds as literals (seq! takes no constants), checked against the shared ones.
-        const { assert!(RECORD_HEADER == 8 && RECORD_WINDOW == 64) };
-        seq_macro::seq!(AT in 8..64 {
+        const { assert!(RECORD_HEADER == 8 && RECORD_WINDOW == 72) };
+        seq_macro::seq!(AT in 8..72 {
             if AT % SIZE == 0 && offset == AT {
                 let value: u64;
                 // SAFETY: the loader checked that a SIZE-byte field lies at AT in this record;
@@ -192,6 +207,82 @@ mod programs {
                 (*start).process = process;
             },
             None => count_drop(DropReason::IdOutOfRange),
+        }
+        if split_off_cpu()
+            && let Some(off) = OFF_CPU.get_ptr_mut(pid_tgid as u32)
+        {
+            // SAFETY: this thread's own entry; the sched programs touch it only while the
+            // thread is inside a call and off the CPU, which it is not now.
+            unsafe { *off = OffCpu::default() };
+        }
+        0
+    }
+
+    #[inline(always)]
+    fn split_off_cpu() -> bool {
+        // SAFETY: a frozen .rodata byte.
+        unsafe { core::ptr::read_volatile(&SPLIT_OFF_CPU) != 0 }
+    }
+
+    /// sched:sched_switch, `--off-cpu`: the current (previous) task leaves the CPU, inside a
+    /// traced call or not; the next one comes back to it. Two array lookups per switch, a clock
+    /// read only for a thread inside a traced call.
+    #[tracepoint]
+    pub fn sched_switch(ctx: TracePointContext) -> u32 {
+        let prev = bpf_get_current_pid_tgid() as u32;
+        let in_call = START.get(prev).is_some_and(|s| s.start_ns != 0);
+        let mut now = 0;
+        if in_call && let Some(off) = OFF_CPU.get_ptr_mut(prev) {
+            // SAFETY: a plain helper call.
+            now = unsafe { bpf_ktime_get_ns() };
+            let state = field::<8>(&ctx, layout(&LAYOUT.switch_prev_state));
+            // SAFETY: the entry of the task switching out on this CPU: nothing else writes it now.
+            unsafe {
+                (*off).since_ns = now;
+                (*off).state = if switched_out_runnable(state) {
+                    OFF_RUNNABLE
+                } else {
+                    OFF_BLOCKED
+                };
+            }
+        }
+        let next = field::<4>(&ctx, layout(&LAYOUT.switch_next_pid)) as u32;
+        if let Some(off) = OFF_CPU.get_ptr_mut(next) {
+            // SAFETY: the entry of the task switching in on this CPU.
+            let off = unsafe { &mut *off };
+            if off.since_ns != 0 {
+                if now == 0 {
+                    // SAFETY: a plain helper call.
+                    now = unsafe { bpf_ktime_get_ns() };
+                }
+                let part = now.saturating_sub(off.since_ns);
+                if off.state == OFF_RUNNABLE {
+                    off.runnable_ns += part;
+                } else {
+                    off.blocked_ns += part;
+                }
+                off.since_ns = 0;
+            }
+        }
+        0
+    }
+
+    /// sched:sched_wakeup, `--off-cpu`: a blocked thread inside a traced call becomes runnable;
+    /// from now until it runs it waits for a CPU, not for its event.
+    #[tracepoint]
+    pub fn sched_wakeup(ctx: TracePointContext) -> u32 {
+        let pid = field::<4>(&ctx, layout(&LAYOUT.wakeup_pid)) as u32;
+        if let Some(off) = OFF_CPU.get_ptr_mut(pid) {
+            // SAFETY: a woken task's entry; its own CPU does not switch it in before the wakeup
+            // completes (the wakeup holds its runqueue's lock).
+            let off = unsafe { &mut *off };
+            if off.since_ns != 0 && off.state == OFF_BLOCKED {
+                // SAFETY: a plain helper call.
+                let now = unsafe { bpf_ktime_get_ns() };
+                off.blocked_ns += now.saturating_sub(off.since_ns);
+                off.since_ns = now;
+                off.state = OFF_RUNNABLE;
+            }
         }
         0
     }
@@ -262,6 +353,18 @@ mod programs {
         let bucket = bucket_index(elapsed) as usize & (HIST_BUCKETS - 1);
         if let Some(count) = data.latency.counts.get_mut(bucket) {
             *count += 1;
+        }
+        if split_off_cpu()
+            && let Some(off) = OFF_CPU.get(pid_tgid as u32)
+        {
+            let (blocked, runnable) = (off.blocked_ns, off.runnable_ns);
+            data.stats.blocked_ns += blocked;
+            data.stats.runnable_ns += runnable;
+            let on_cpu = elapsed.saturating_sub(blocked + runnable);
+            let bucket = bucket_index(on_cpu) as usize & (HIST_BUCKETS - 1);
+            if let Some(count) = data.on_cpu.counts.get_mut(bucket) {
+                *count += 1;
+            }
         }
 
         if entry_counts_events(entry)

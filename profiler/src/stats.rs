@@ -194,9 +194,55 @@ pub struct SyscallSummary {
     pub latency: LatencyHistogram,
     /// Events returned per call (epoll_wait and friends), else `None`.
     pub events: Option<LatencyHistogram>,
+    /// With `--off-cpu`: where the calls' time went, on or off the CPU; else `None`.
+    pub off_cpu: Option<OffCpuSplit>,
+}
+
+/// A syscall's time split by what its thread was doing (`--off-cpu`): on a CPU, switched out
+/// waiting (blocked), or runnable and waiting for a CPU. The three add up to the total latency:
+/// on-CPU is what the other two leave.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OffCpuSplit {
+    /// Time switched out and not runnable, ns, over all calls.
+    pub blocked_ns: u64,
+    /// Time runnable but not running, ns, over all calls.
+    pub runnable_ns: u64,
+    /// Each call's on-CPU time, ns.
+    pub on_cpu: LatencyHistogram,
+}
+
+impl OffCpuSplit {
+    /// Adds `other`'s time into this one.
+    pub fn add(&mut self, other: &Self) {
+        self.blocked_ns += other.blocked_ns;
+        self.runnable_ns += other.runnable_ns;
+        self.on_cpu.add_counts(&other.on_cpu.counts);
+    }
+
+    /// What happened between `earlier` and `self`.
+    #[must_use]
+    pub fn since(&self, earlier: &Self) -> Self {
+        Self {
+            blocked_ns: self.blocked_ns.saturating_sub(earlier.blocked_ns),
+            runnable_ns: self.runnable_ns.saturating_sub(earlier.runnable_ns),
+            on_cpu: self.on_cpu.since(&earlier.on_cpu),
+        }
+    }
 }
 
 impl SyscallSummary {
+    /// With `--off-cpu`: total on-CPU, blocked and runnable time, ns (adding up to `total_ns`).
+    #[must_use]
+    pub fn time_split(&self) -> Option<(u64, u64, u64)> {
+        let split = self.off_cpu.as_ref()?;
+        let off = split.blocked_ns + split.runnable_ns;
+        Some((
+            self.total_ns.saturating_sub(off),
+            split.blocked_ns,
+            split.runnable_ns,
+        ))
+    }
+
     /// Mean latency in ns.
     #[must_use]
     pub fn mean_ns(&self) -> f64 {
@@ -227,6 +273,10 @@ impl SyscallSummary {
             dropped: self.dropped.saturating_sub(earlier.dropped),
             latency,
             events: match (&self.events, &earlier.events) {
+                (Some(a), Some(b)) => Some(a.since(b)),
+                (a, _) => a.clone(),
+            },
+            off_cpu: match (&self.off_cpu, &earlier.off_cpu) {
                 (Some(a), Some(b)) => Some(a.since(b)),
                 (a, _) => a.clone(),
             },
@@ -378,6 +428,9 @@ impl Snapshot {
                     mine.latency.add_counts(&theirs.latency.counts);
                     if let (Some(a), Some(b)) = (&mut mine.events, &theirs.events) {
                         a.add_counts(&b.counts);
+                    }
+                    if let (Some(a), Some(b)) = (&mut mine.off_cpu, &theirs.off_cpu) {
+                        a.add(b);
                     }
                 }
                 None => self.syscalls.push(theirs.clone()),

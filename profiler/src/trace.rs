@@ -126,6 +126,7 @@ impl Trace {
             programs: Programs::Profiler,
             group_exit: GroupExit::Auto,
             follow_forks: request.children,
+            off_cpu: false,
         })?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
         let mut descendants = 0;

@@ -89,6 +89,7 @@ fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Ses
         programs: Programs::Profiler,
         group_exit,
         follow_forks: true,
+        off_cpu: false,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
 }
@@ -549,6 +550,7 @@ fn nonexistent_pid_is_refused() {
         programs: Programs::Profiler,
         group_exit: GroupExit::Auto,
         follow_forks: true,
+        off_cpu: false,
     })
     .err()
     .expect("a pid that does not exist is an error")
@@ -607,6 +609,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             programs,
             group_exit: GroupExit::Auto,
             follow_forks: true,
+            off_cpu: false,
         })
         .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
         child.resume();
@@ -688,4 +691,147 @@ fn the_sys_exit_context_probe_finds_the_number_and_the_return_value() {
         format.sys_exit_nr
     );
     assert_eq!(ret, 16, "ret");
+}
+
+fn off_cpu_session(syscalls: &[&str]) -> Session {
+    Session::start(&SessionConfig {
+        syscalls: Syscall::resolve_list(syscalls).expect("syscall names resolve"),
+        target: Target::Processes(vec![]),
+        programs: Programs::Profiler,
+        group_exit: GroupExit::Auto,
+        follow_forks: true,
+        off_cpu: true,
+    })
+    .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu failed: {e}"))
+}
+
+/// The parts of a call's time: on-CPU, blocked and runnable add up to its latency; the on-CPU
+/// histogram has a value per call.
+fn split_of(s: &profiler::stats::SyscallSummary) -> (u64, u64, u64) {
+    let split = s.off_cpu.as_ref().expect("--off-cpu splits the time");
+    assert_eq!(split.on_cpu.total(), s.calls, "one on-CPU value per call");
+    let (on, blocked, runnable) = s.time_split().unwrap();
+    assert_eq!(on + blocked + runnable, s.total_ns);
+    // The on-CPU histogram's values add up to the on-CPU total within its buckets' 1/32.
+    let sum: f64 = split
+        .on_cpu
+        .buckets()
+        .map(|b| (b.low + b.high) as f64 / 2.0 * b.count as f64)
+        .sum();
+    assert!(
+        (sum - on as f64).abs() <= on as f64 / 32.0 + 64.0 * s.calls as f64,
+        "on-CPU histogram sums to {sum}, total {on}"
+    );
+    (on, blocked, runnable)
+}
+
+/// A pipe read that waits 20 ms for its writer spends it blocked, not on a CPU.
+#[test]
+fn off_cpu_a_read_waiting_on_a_pipe_is_blocked() {
+    let _serial = serial();
+    const READS: usize = 10;
+    let mut pipe = [0; 2];
+    // SAFETY: a valid array.
+    assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
+    let mut session = off_cpu_session(&["read"]);
+    let reader = Child::stopped(move || {
+        let mut byte = 0u8;
+        for _ in 0..READS {
+            // SAFETY: a blocking one-byte read into a local.
+            unsafe { libc::read(pipe[0], (&raw mut byte).cast(), 1) };
+        }
+    });
+    session.track(reader.pid()).unwrap();
+    reader.resume();
+    for _ in 0..READS {
+        std::thread::sleep(Duration::from_millis(20));
+        // SAFETY: writing one byte from a local.
+        unsafe { libc::write(pipe[1], b"x".as_ptr().cast(), 1) };
+    }
+    reader.join();
+    let snap = snapshot(&session);
+    let read = snap.syscall("read").unwrap();
+    assert_eq!(read.calls, READS as u64);
+    let (on, blocked, runnable) = split_of(read);
+    assert!(
+        blocked as f64 > 0.95 * read.total_ns as f64,
+        "blocked {blocked} ns of {} (on-CPU {on}, runnable {runnable})",
+        read.total_ns
+    );
+}
+
+/// getrandom of 1 MB at a time is CPU work inside the kernel: on-CPU, hardly ever off it.
+#[test]
+fn off_cpu_getrandom_is_on_cpu() {
+    let _serial = serial();
+    let mut session = off_cpu_session(&["getrandom"]);
+    let worker = Child::stopped(|| {
+        let mut buf = vec![0u8; 1 << 20];
+        for _ in 0..50 {
+            // SAFETY: filling our own buffer.
+            unsafe { libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0) };
+        }
+    });
+    session.track(worker.pid()).unwrap();
+    worker.resume();
+    worker.join();
+    let snap = snapshot(&session);
+    let g = snap.syscall("getrandom").unwrap();
+    assert_eq!(g.calls, 50);
+    let (on, blocked, runnable) = split_of(g);
+    assert!(
+        on as f64 > 0.95 * g.total_ns as f64,
+        "on-CPU {on} ns of {} (blocked {blocked}, runnable {runnable})",
+        g.total_ns
+    );
+}
+
+/// A CPU-bound competitor on the same CPU preempts the getrandom loop: runnable time shows.
+#[test]
+fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
+    let _serial = serial();
+    let cpu = profiler::cpus::allowed_cpus().unwrap()[0];
+    let mut session = off_cpu_session(&["getrandom"]);
+    // SAFETY: the child pins itself and spins until killed, making raw libc calls only.
+    let spinner = unsafe { libc::fork() };
+    assert!(spinner >= 0, "fork failed");
+    if spinner == 0 {
+        // SAFETY: see above.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+        }
+        loop {
+            std::hint::spin_loop();
+        }
+    }
+    let worker = Child::stopped(move || {
+        // SAFETY: pinning ourselves; getrandom into our own buffer.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+            let mut buf = vec![0u8; 1 << 20];
+            for _ in 0..100 {
+                libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0);
+            }
+        }
+    });
+    session.track(worker.pid()).unwrap();
+    worker.resume();
+    worker.join();
+    // SAFETY: killing and reaping our own child.
+    unsafe {
+        libc::kill(spinner, libc::SIGKILL);
+        libc::waitpid(spinner, std::ptr::null_mut(), 0);
+    }
+    let snap = snapshot(&session);
+    let g = snap.syscall("getrandom").unwrap();
+    let (on, blocked, runnable) = split_of(g);
+    assert!(
+        runnable as f64 > 0.1 * g.total_ns as f64,
+        "runnable {runnable} ns of {} (on-CPU {on}, blocked {blocked}): the competitor should preempt",
+        g.total_ns
+    );
 }

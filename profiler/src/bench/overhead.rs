@@ -247,6 +247,7 @@ fn measure_one(
         programs,
         group_exit: GroupExit::Auto,
         follow_forks: true,
+        off_cpu: false,
     })?;
     let ns = run(m.workload);
     let runs = session.program_run_stats();

@@ -168,6 +168,17 @@ impl GroupExit {
     }
 }
 
+/// Adds the offsets the `--off-cpu` programs read: `prev_state` and `next_pid` of
+/// `sched:sched_switch`, `pid` of `sched:sched_wakeup`.
+pub fn add_off_cpu(layout: &mut RecordLayout) -> Result<(), SetupError> {
+    let fields = record_fields("sched", "sched_switch")?;
+    layout.switch_prev_state = required(&fields, "sched:sched_switch", "prev_state", 8)?;
+    layout.switch_next_pid = required(&fields, "sched:sched_switch", "next_pid", 4)?;
+    let fields = record_fields("sched", "sched_wakeup")?;
+    layout.wakeup_pid = required(&fields, "sched:sched_wakeup", "pid", 4)?;
+    Ok(())
+}
+
 /// Just enough of a BTF reader to find a struct member's byte offset (aya-obj parses BTF but
 /// keeps member lookups to itself). Format: Documentation/bpf/btf.rst.
 struct Btf<'a> {

@@ -34,7 +34,8 @@ pub use self::{
 use crate::{
     error::SetupError,
     stats::{
-        DropCounts, ErrnoCounts, LatencyHistogram, ProcessSummary, ProcessSyscall, Snapshot,
+        DropCounts, ErrnoCounts, LatencyHistogram, OffCpuSplit, ProcessSummary, ProcessSyscall,
+        Snapshot,
         SyscallSummary,
     },
 };
@@ -67,6 +68,9 @@ pub struct SessionConfig {
     /// Whether the processes that tracked ones fork are tracked too (`attach --no-children`
     /// turns it off).
     pub follow_forks: bool,
+    /// Split each call's time into on-CPU, blocked and runnable (`--off-cpu`): attaches
+    /// `sched_switch` and `sched_wakeup` and keeps one more entry per thread id.
+    pub off_cpu: bool,
 }
 
 /// Which programs a [`Session`] attaches.
@@ -111,6 +115,8 @@ pub struct Session {
     /// When the last program was attached (or the counters were last reset): the start of the
     /// interval the counters cover.
     armed_at: Instant,
+    /// Whether calls are split into on-CPU, blocked and runnable time (`--off-cpu`).
+    off_cpu: bool,
 }
 
 impl Drop for Session {
@@ -188,6 +194,9 @@ impl Session {
         }
 
         let mut layout = config.group_exit.layout(&config.syscalls)?;
+        if config.off_cpu {
+            layout::add_off_cpu(&mut layout)?;
+        }
         if layout.sys_exit_nr != RECORD_HEADER {
             // The format file's header is not the 8 bytes every kernel's BPF context once had:
             // ask the kernel what its programs really see.
@@ -196,6 +205,7 @@ impl Session {
         log::debug!("record layout of this kernel: {layout:?}");
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
+        let split = u8::from(config.off_cpu && config.programs == Programs::Profiler);
         // The raw minimal timer times the first syscall of the set.
         let raw_timed_nr = config
             .syscalls
@@ -205,6 +215,8 @@ impl Session {
             .override_global("TRACE_ALL", &trace_all, true)
             .override_global("LAYOUT", &layout, true)
             .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
+            .override_global("SPLIT_OFF_CPU", &split, true)
+            .map_max_entries("OFF_CPU", if split != 0 { pid_max } else { 1 })
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .map_max_entries("TIMER_START", pid_max)
@@ -221,12 +233,13 @@ impl Session {
             logger,
             links: Vec::new(),
             armed_at: Instant::now(),
+            off_cpu: split != 0,
         };
         session.write_slots()?;
         for pid in initial {
             session.track(pid)?;
         }
-        session.attach(config.programs, config.follow_forks)?;
+        session.attach(config.programs, config.follow_forks, split != 0)?;
         session.arm()?;
         Ok(session)
     }
@@ -337,6 +350,7 @@ impl Session {
                 .map_err(|e| SetupError::bpf("reading SYSCALLS", e))?;
             let mut summary = SyscallSummary {
                 name: syscall.name.clone(),
+                off_cpu: self.off_cpu.then(OffCpuSplit::default),
                 ..Default::default()
             };
             let mut errors = ErrnoCounts::default();
@@ -354,6 +368,11 @@ impl Session {
                     *sum += e;
                 }
                 summary.latency.add_counts(&cpu.latency.counts);
+                if let Some(split) = &mut summary.off_cpu {
+                    split.blocked_ns += s.blocked_ns;
+                    split.runnable_ns += s.runnable_ns;
+                    split.on_cpu.add_counts(&cpu.on_cpu.counts);
+                }
             }
             summary.min_ns = if summary.calls > 0 { min_ns } else { 0 };
             summary.errors = errors;
@@ -567,7 +586,23 @@ impl Session {
         Ok(())
     }
 
-    fn attach(&mut self, programs: Programs, follow_forks: bool) -> Result<(), SetupError> {
+    fn attach(
+        &mut self,
+        programs: Programs,
+        follow_forks: bool,
+        off_cpu: bool,
+    ) -> Result<(), SetupError> {
+        // Before the syscall programs, so that every traced call's switches are seen.
+        if off_cpu {
+            self.attach_program(
+                "sched_wakeup",
+                &[("sched".into(), "sched_wakeup".into())],
+            )?;
+            self.attach_program(
+                "sched_switch",
+                &[("sched".into(), "sched_switch".into())],
+            )?;
+        }
         let (enter, exit, point) = match programs {
             Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
             Programs::Empty(AttachPoint::Tracepoint) => ("noop", "noop", AttachPoint::Tracepoint),

@@ -28,6 +28,7 @@ impl KernelSyscallTimer {
             programs: Programs::Profiler,
             group_exit: GroupExit::Auto,
             follow_forks: true,
+            off_cpu: false,
         })?;
         Ok(Self {
             session,

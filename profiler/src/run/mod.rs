@@ -565,6 +565,7 @@ fn measure_run(
                 programs: Programs::Profiler,
                 group_exit: GroupExit::Auto,
                 follow_forks: true,
+                off_cpu: false,
             })?;
             *session.borrow_mut() = Some(s);
         }
