@@ -458,8 +458,7 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SyscallSlot, SyscallStats,
-        ThreadStart,
+        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SyscallSlot, SyscallStats, ThreadStart,
     };
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no

@@ -231,6 +231,9 @@ fn finish(
     };
     let mut report = format!("Traced for {:.2}s ({ended}).\n", elapsed.as_secs_f64());
     report.push_str(&table::syscall_table(&snapshot));
+    if let Some(t) = table::off_cpu_table(&snapshot) {
+        report.push_str(&format!("\n{}:\n{}", table::OFF_CPU_TITLE, t.render()));
+    }
     if snapshot.processes.len() > 1 {
         report.push_str("\nPer process:\n");
         report.push_str(&table::process_table(&snapshot));

@@ -114,6 +114,11 @@ pub struct AttachArgs {
     /// Add bcc-style ASCII latency histograms.
     #[arg(long)]
     pub hist: bool,
+    /// Split each call's time into on-CPU, blocked (switched out, waiting) and runnable
+    /// (waiting for a CPU), from sched_switch and sched_wakeup; costs a little on every context
+    /// switch of the machine.
+    #[arg(long)]
+    pub off_cpu: bool,
     /// A command to start and trace from its first syscall.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
@@ -170,6 +175,9 @@ pub struct ServeArgs {
     /// Syscalls to time, comma-separated.
     #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
     pub syscalls: Vec<String>,
+    /// Split each call's time into on-CPU, blocked and runnable (series with a `state` label).
+    #[arg(long)]
+    pub off_cpu: bool,
 }
 
 /// `profiler run` options.
@@ -226,6 +234,10 @@ pub struct RunArgs {
     /// Register lt's client sockets for EPOLLOUT too ("EPOLLOUT noise").
     #[arg(long)]
     pub lt_epollout: bool,
+    /// Do not split each call into on-CPU, blocked and runnable time (the sched_switch and
+    /// sched_wakeup programs then stay detached).
+    #[arg(long)]
+    pub no_off_cpu: bool,
     /// Also run each variant without programs attached, a run after each profiled run: the
     /// profiler's overhead, with a confidence interval over the pairs. The default experiment
     /// does this for its serial scenario.

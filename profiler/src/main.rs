@@ -47,6 +47,7 @@ fn run(cli: Cli) -> Result<i32> {
                     all: args.all,
                     children: !args.no_children,
                     command: args.command,
+                    off_cpu: args.off_cpu,
                 },
                 duration: args.duration,
                 interval: args.interval,
@@ -69,6 +70,7 @@ fn run(cli: Cli) -> Result<i32> {
                     all: args.all,
                     children: true,
                     command: Vec::new(),
+                    off_cpu: args.off_cpu,
                 },
                 listen: args.listen,
             };

@@ -41,6 +41,8 @@ pub struct TraceRequest {
     pub children: bool,
     /// A command to start stopped, track, and resume: traced from its first syscall.
     pub command: Vec<String>,
+    /// Split each call into on-CPU, blocked and runnable time (`--off-cpu`).
+    pub off_cpu: bool,
 }
 
 impl TraceRequest {
@@ -126,7 +128,7 @@ impl Trace {
             programs: Programs::Profiler,
             group_exit: GroupExit::Auto,
             follow_forks: request.children,
-            off_cpu: false,
+            off_cpu: request.off_cpu,
         })?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
         let mut descendants = 0;

@@ -756,6 +756,64 @@ fn attach_writes_its_exports_for_a_command() {
     assert!(dir.join("hdr/close.hgrm").is_file() && dir.join("hdr/close.hlog").is_file());
 }
 
+/// `attach --off-cpu`: a sleeping call is blocked in the table, the JSON and the Prometheus
+/// series (which promtool accepts), and the three parts add up to the latency.
+#[test]
+fn attach_off_cpu_splits_a_sleep_into_blocked_time_in_every_export() {
+    let _serial = serial();
+    let dir = scratch("attach-off-cpu");
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["attach", "--off-cpu", "--syscalls", "clock_nanosleep"])
+        .arg("--export-json")
+        .arg(dir.join("a.json"))
+        .arg("--export-prom")
+        .arg(dir.join("a.prom"))
+        .arg("--export-markdown")
+        .arg(dir.join("a.md"))
+        .args(["--", "/bin/sh", "-c", "sleep 0.05; sleep 0.05"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "attach failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("On and off the CPU"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("a.json")).unwrap()).unwrap();
+    let sleep = json["measurements"][0]["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "clock_nanosleep")
+        .unwrap();
+    let split = &sleep["off_cpu"];
+    let part = |k: &str| split[k].as_u64().unwrap();
+    let total = sleep["total_ns"].as_u64().unwrap();
+    assert_eq!(sleep["calls"], 2, "{sleep}");
+    assert_eq!(
+        part("on_cpu_ns") + part("blocked_ns") + part("runnable_ns"),
+        total
+    );
+    assert!(
+        part("blocked_ns") as f64 > 0.9 * total as f64,
+        "a sleep is blocked: {split}"
+    );
+    let prom = std::fs::read_to_string(dir.join("a.prom")).unwrap();
+    promtool_check(&prom);
+    assert!(
+        prom.contains("syscall_time_seconds_total{syscall=\"clock_nanosleep\",state=\"blocked\"}"),
+        "{prom}"
+    );
+    assert!(prom.contains("syscall_on_cpu_seconds_bucket"));
+    assert!(
+        std::fs::read_to_string(dir.join("a.md"))
+            .unwrap()
+            .contains("### On and off the CPU")
+    );
+}
+
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all end attach the same way: table and exports.
 #[test]
 fn attach_interrupted_by_ctrl_c_sigterm_or_sighup_still_exports_complete_results() {

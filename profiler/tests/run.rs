@@ -41,6 +41,7 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         workers: Some(2),
         idle_conns: 0,
         lt_epollout: false,
+        off_cpu: true,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),
         server_bin: servers_binary(),
         timeout: Duration::from_secs(5),
@@ -532,6 +533,7 @@ fn every_section_of_the_report_is_in_every_format() {
     for expected in [
         "End to end (load generator)",
         "Syscalls (timed in the kernel",
+        "On and off the CPU",
         "Server CPU",
         "mp workers (SO_REUSEPORT distribution; 2 workers",
         "Side by side",

@@ -45,6 +45,8 @@ pub enum Config {
     MinimalTimer(AttachPoint),
     /// The profiler's programs.
     Profiler,
+    /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup).
+    ProfilerOffCpu,
     /// bpftrace's hist() one-liner.
     Bpftrace,
 }
@@ -56,6 +58,7 @@ impl Config {
             Self::Empty(AttachPoint::Tracepoint) => "empty pair",
             Self::MinimalTimer(AttachPoint::Tracepoint) => "minimal timer",
             Self::Profiler => "syscall-profiler",
+            Self::ProfilerOffCpu => "syscall-profiler --off-cpu",
             Self::Bpftrace => "bpftrace one-liner",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
             Self::MinimalTimer(AttachPoint::RawTracepoint) => "minimal timer, raw_tp",
@@ -66,7 +69,7 @@ impl Config {
         match self {
             Self::Empty(point) => Some(Programs::Empty(point)),
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
-            Self::Profiler => Some(Programs::Profiler),
+            Self::Profiler | Self::ProfilerOffCpu => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
     }
@@ -79,6 +82,8 @@ pub enum Workload {
     DupClose,
     /// getppid(): a syscall nobody traces.
     Getppid,
+    /// A pipe ping-pong with a child on the same CPU: two context switches per iteration.
+    PingPong,
 }
 
 /// Whose calls the programs time.
@@ -135,6 +140,7 @@ fn main_rows(bpftrace: bool) -> Vec<Measured> {
         Config::Empty(AttachPoint::Tracepoint),
         Config::MinimalTimer(AttachPoint::Tracepoint),
         Config::Profiler,
+        Config::ProfilerOffCpu,
     ];
     if bpftrace {
         configs.push(Config::Bpftrace);
@@ -170,6 +176,10 @@ fn tax_rows() -> Vec<Measured> {
             Workload::Getppid,
             Tracked::Me,
         ),
+        // The cost of --off-cpu per context switch: a ping-pong nobody traces, with the
+        // profiler's programs and with the sched ones added.
+        Measured::new(Config::Profiler, Workload::PingPong, Tracked::Other),
+        Measured::new(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Other),
     ]
 }
 
@@ -228,6 +238,7 @@ fn measure_one(
     let run = |workload| match workload {
         Workload::DupClose => dup_close_loop(iterations),
         Workload::Getppid => getppid_loop(iterations),
+        Workload::PingPong => ping_pong_loop(iterations / PING_PONG_SHARE),
     };
     if m.config == Config::Bpftrace {
         let mut tracer = BpftraceGuard::start(me)?;
@@ -247,7 +258,7 @@ fn measure_one(
         programs,
         group_exit: GroupExit::Auto,
         follow_forks: true,
-        off_cpu: false,
+        off_cpu: m.config == Config::ProfilerOffCpu,
     })?;
     let ns = run(m.workload);
     let runs = session.program_run_stats();
@@ -260,9 +271,16 @@ fn measure_one(
     if m.workload == Workload::DupClose && m.tracked == Tracked::Me {
         match programs {
             Programs::Profiler => {
-                let timed = session.snapshot()?.syscall("close").map_or(0, |s| s.calls);
+                let snapshot = session.snapshot()?;
+                let close = snapshot.syscall("close");
+                let timed = close.map_or(0, |s| s.calls);
                 if timed < iterations {
                     bail!("only {timed} of {iterations} closes were timed");
+                }
+                if m.config == Config::ProfilerOffCpu
+                    && close.and_then(|s| s.off_cpu.as_ref()).is_none()
+                {
+                    bail!("--off-cpu split nothing");
                 }
             }
             Programs::MinimalTimer(_) => {
@@ -299,6 +317,65 @@ impl Drop for IdleChild {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The ping-pong runs this fraction of the iterations (a round trip costs ~10 closes).
+const PING_PONG_SHARE: u64 = 10;
+
+/// ns per round trip of one byte through two pipes between this process and a child pinned to
+/// the same CPU (two context switches each), after a warm-up of a tenth.
+fn ping_pong_loop(iterations: u64) -> f64 {
+    let (mut ping, mut pong) = ([0; 2], [0; 2]);
+    // SAFETY: valid two-element arrays.
+    if unsafe { libc::pipe(ping.as_mut_ptr()) != 0 || libc::pipe(pong.as_mut_ptr()) != 0 } {
+        return f64::NAN;
+    }
+    // SAFETY: the child answers each byte until the pipe closes, with raw libc calls only, and
+    // leaves with _exit; it inherits this process's CPU affinity (the last CPU).
+    let child = unsafe { libc::fork() };
+    if child == 0 {
+        let mut byte = 0u8;
+        // SAFETY: see above. The ends the parent uses are closed here, so that its closing
+        // them ends the loop.
+        unsafe {
+            libc::close(ping[1]);
+            libc::close(pong[0]);
+            while libc::read(ping[0], (&raw mut byte).cast(), 1) == 1 {
+                libc::write(pong[1], (&raw const byte).cast(), 1);
+            }
+            libc::_exit(0);
+        }
+    }
+    // SAFETY: the child's ends, which this side does not use.
+    unsafe {
+        libc::close(ping[0]);
+        libc::close(pong[1]);
+    }
+    let round_trip = || {
+        let mut byte = 1u8;
+        // SAFETY: one byte each way through our own pipes.
+        unsafe {
+            libc::write(ping[1], (&raw const byte).cast(), 1);
+            libc::read(pong[0], (&raw mut byte).cast(), 1);
+        }
+    };
+    for _ in 0..iterations / 10 {
+        round_trip();
+    }
+    let start = Instant::now();
+    for _ in 0..iterations {
+        round_trip();
+    }
+    let ns = start.elapsed().as_nanos() as f64 / iterations.max(1) as f64;
+    // SAFETY: closing our pipes ends the child, which is then reaped.
+    unsafe {
+        libc::close(ping[1]);
+        libc::close(pong[0]);
+        if child > 0 {
+            libc::waitpid(child, std::ptr::null_mut(), 0);
+        }
+    }
+    ns
 }
 
 /// ns per iteration of getppid(), after a warm-up of a tenth.
@@ -571,6 +648,33 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             "  profiler's added cost ≤ 1.15 × the minimal timer's ......... {}\n",
             verdict(vs_timer, 1.15)
         ));
+        if let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me) {
+            let more = median(&round_ratios(split, profiler, nothing)) - 1.0;
+            out.push_str(&format!(
+                "  --off-cpu adds ≤ 20% to the profiler's added cost per call ... {}\n",
+                if more.is_nan() {
+                    "not measurable".to_owned()
+                } else {
+                    format!(
+                        "{:+.0}%: {}",
+                        100.0 * more,
+                        if more <= 0.2 { "met" } else { "not met" }
+                    )
+                }
+            ));
+        }
+        if let (Some(with), Some(without)) = (
+            find(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Other),
+            find(Config::Profiler, Workload::PingPong, Tracked::Other),
+        ) {
+            // Two context switches per round trip.
+            let per_switch = median(&round_added(with, without)) / 2.0;
+            out.push_str(&format!(
+                "  --off-cpu costs ≤ 50 ns per context switch ................. {per_switch:+.0} ns: {} (pipe ping-pong on one CPU, {:.0} ns per round trip without it)\n",
+                if per_switch <= 50.0 { "met" } else { "not met" },
+                without.median()
+            ));
+        }
         if let Some(bpftrace) = find(Config::Bpftrace, DupClose, Tracked::Me) {
             let vs_bpftrace = median(&round_ratios(profiler, bpftrace, nothing));
             out.push_str(&format!(

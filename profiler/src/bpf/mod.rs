@@ -35,8 +35,7 @@ use crate::{
     error::SetupError,
     stats::{
         DropCounts, ErrnoCounts, LatencyHistogram, OffCpuSplit, ProcessSummary, ProcessSyscall,
-        Snapshot,
-        SyscallSummary,
+        Snapshot, SyscallSummary,
     },
 };
 
@@ -594,14 +593,8 @@ impl Session {
     ) -> Result<(), SetupError> {
         // Before the syscall programs, so that every traced call's switches are seen.
         if off_cpu {
-            self.attach_program(
-                "sched_wakeup",
-                &[("sched".into(), "sched_wakeup".into())],
-            )?;
-            self.attach_program(
-                "sched_switch",
-                &[("sched".into(), "sched_switch".into())],
-            )?;
+            self.attach_program("sched_wakeup", &[("sched".into(), "sched_wakeup".into())])?;
+            self.attach_program("sched_switch", &[("sched".into(), "sched_switch".into())])?;
         }
         let (enter, exit, point) = match programs {
             Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),

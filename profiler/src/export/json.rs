@@ -193,6 +193,18 @@ struct SyscallJson<'a> {
     calls_per_request: Option<f64>,
     latency_buckets: Vec<Bucket>,
     events_per_call: Option<EventsJson>,
+    off_cpu: Option<OffCpuJson>,
+}
+
+/// `--off-cpu`: the calls' time on and off the CPU (the three totals add up to `total_ns`).
+#[derive(Serialize)]
+struct OffCpuJson {
+    on_cpu_ns: u64,
+    blocked_ns: u64,
+    runnable_ns: u64,
+    on_cpu_p50_ns: u64,
+    on_cpu_p99_ns: u64,
+    on_cpu_buckets: Vec<Bucket>,
 }
 
 impl<'a> SyscallJson<'a> {
@@ -221,6 +233,16 @@ impl<'a> SyscallJson<'a> {
             calls_per_request: m.calls_per_request(s),
             latency_buckets: s.latency.buckets().collect(),
             events_per_call: s.events.as_ref().map(EventsJson::from),
+            off_cpu: s.time_split().zip(s.off_cpu.as_ref()).map(
+                |((on_cpu_ns, blocked_ns, runnable_ns), split)| OffCpuJson {
+                    on_cpu_ns,
+                    blocked_ns,
+                    runnable_ns,
+                    on_cpu_p50_ns: split.on_cpu.value_at_quantile(0.5),
+                    on_cpu_p99_ns: split.on_cpu.value_at_quantile(0.99),
+                    on_cpu_buckets: split.on_cpu.buckets().collect(),
+                },
+            ),
         }
     }
 }

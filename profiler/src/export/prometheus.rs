@@ -162,6 +162,55 @@ pub fn render(data: &ExportData) -> String {
     }
     if summaries
         .iter()
+        .any(|m| m.syscalls.syscalls.iter().any(|s| s.off_cpu.is_some()))
+    {
+        family(
+            &mut out,
+            "syscall_time_seconds_total",
+            "counter",
+            "Time inside syscalls by what the thread was doing (--off-cpu): on_cpu, blocked (switched out, waiting), runnable (waiting for a CPU); the three add up to the latency sum.",
+        );
+        for m in &summaries {
+            for s in &m.syscalls.syscalls {
+                let Some((on, blocked, runnable)) = s.time_split() else {
+                    continue;
+                };
+                let labels = labels(m, &s.name);
+                for (state, ns) in [("on_cpu", on), ("blocked", blocked), ("runnable", runnable)] {
+                    let _ = writeln!(
+                        out,
+                        "{PREFIX}_syscall_time_seconds_total{{{labels},state=\"{state}\"}} {}",
+                        format_float(ns as f64 / 1e9)
+                    );
+                }
+            }
+        }
+        family(
+            &mut out,
+            "syscall_on_cpu_seconds",
+            "histogram",
+            "On-CPU time of each syscall (--off-cpu): its latency less the time off the CPU.",
+        );
+        for m in &summaries {
+            for s in &m.syscalls.syscalls {
+                let (Some((on, _, _)), Some(split)) = (s.time_split(), &s.off_cpu) else {
+                    continue;
+                };
+                let (counts, total) = cumulative(&split.on_cpu, &latency_bounds, false);
+                histogram(
+                    &mut out,
+                    "syscall_on_cpu_seconds",
+                    &labels(m, &s.name),
+                    &latency_le,
+                    &counts,
+                    total,
+                    on as f64 / 1e9,
+                );
+            }
+        }
+    }
+    if summaries
+        .iter()
         .any(|m| m.syscalls.syscalls.iter().any(|s| s.events.is_some()))
     {
         family(

@@ -33,6 +33,12 @@ pub fn document(data: &ExportData) -> Document {
                 .insert(0, "No timed syscalls were made.".into());
         }
         sections.push(section);
+        if let Some(t) = table::off_cpu_table(&m.syscalls) {
+            sections.push(Section::new(
+                format!("{}: {}", table::OFF_CPU_TITLE, m.label()),
+                t,
+            ));
+        }
         if m.syscalls.processes.len() > 1 {
             sections.push(Section::new(
                 format!("Per process: {}", m.label()),

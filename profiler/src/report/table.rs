@@ -227,6 +227,56 @@ pub fn syscall_summary(
     ((!rows.is_empty()).then_some(table), notes)
 }
 
+/// The columns of [`off_cpu_cells`], after the syscall's name.
+pub const OFF_CPU_COLUMNS: [&str; 8] = [
+    "calls",
+    "mean",
+    "on-CPU",
+    "blocked",
+    "runnable",
+    "blocked share",
+    "on-CPU p50",
+    "on-CPU p99",
+];
+
+/// With `--off-cpu`: per call, the mean latency and its mean on-CPU, blocked and runnable parts,
+/// the blocked share of the time, and the on-CPU time's p50 and p99. `None` without the split
+/// or without calls.
+#[must_use]
+pub fn off_cpu_cells(s: &SyscallSummary) -> Option<Vec<String>> {
+    let (on, blocked, runnable) = s.time_split().filter(|_| s.calls > 0)?;
+    let split = s.off_cpu.as_ref()?;
+    let per_call = |ns: u64| duration_ns(ns as f64 / s.calls as f64);
+    Some(vec![
+        s.calls.to_string(),
+        duration_ns(s.mean_ns()),
+        per_call(on),
+        per_call(blocked),
+        per_call(runnable),
+        percent(blocked as f64, s.total_ns as f64),
+        duration(split.on_cpu.value_at_quantile(0.5)),
+        duration(split.on_cpu.value_at_quantile(0.99)),
+    ])
+}
+
+/// With `--off-cpu`: where each syscall's time went, one row per called syscall; `None`
+/// without the split.
+#[must_use]
+pub fn off_cpu_table(snapshot: &Snapshot) -> Option<Table> {
+    let mut table = Table::new(std::iter::once("syscall").chain(OFF_CPU_COLUMNS));
+    let mut rows: Vec<&SyscallSummary> = snapshot.syscalls.iter().collect();
+    rows.sort_by_key(|s| std::cmp::Reverse(s.total_ns));
+    for s in rows {
+        if let Some(cells) = off_cpu_cells(s) {
+            table.row(std::iter::once(s.name.clone()).chain(cells));
+        }
+    }
+    (!table.is_empty()).then_some(table)
+}
+
+/// The title of the off-CPU section, in every report.
+pub const OFF_CPU_TITLE: &str = "On and off the CPU (--off-cpu: per call, from sched_switch and sched_wakeup; on-CPU + blocked + runnable = mean)";
+
 /// The final table of `profiler attach` and the lines under it, as text.
 #[must_use]
 pub fn syscall_table(snapshot: &Snapshot) -> String {

@@ -308,6 +308,8 @@ pub struct RunOptions {
     pub idle_conns: usize,
     /// Register lt's client sockets for EPOLLOUT too.
     pub lt_epollout: bool,
+    /// Split each call into on-CPU, blocked and runnable time (on unless `--no-off-cpu`).
+    pub off_cpu: bool,
     /// Syscalls to time.
     pub syscalls: Vec<Syscall>,
     /// The `servers` binary.
@@ -565,7 +567,7 @@ fn measure_run(
                 programs: Programs::Profiler,
                 group_exit: GroupExit::Auto,
                 follow_forks: true,
-                off_cpu: false,
+                off_cpu: options.off_cpu,
             })?;
             *session.borrow_mut() = Some(s);
         }

@@ -126,6 +126,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         workers: args.workers.map(|w| w as usize),
         idle_conns: args.idle_conns as usize,
         lt_epollout: args.lt_epollout,
+        off_cpu: !args.no_off_cpu,
         syscalls: Syscall::resolve_list(&args.syscalls)?,
         server_bin,
         timeout: args.timeout,

@@ -110,6 +110,7 @@ fn part(s: &ScenarioResult) -> Part {
         .collect();
     let mut sections = runs_sections(s);
     sections.extend(syscall_section(s));
+    sections.extend(off_cpu_section(s));
     sections.extend(cpu_section(s));
     sections.extend(workers_sections(s));
     sections.extend(side_by_side(s));
@@ -354,6 +355,30 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
     Some(section)
 }
 
+/// With `--off-cpu` (the default): per variant and syscall, where the calls' time went.
+fn off_cpu_section(s: &ScenarioResult) -> Option<Section> {
+    let mut table = Table::new(
+        ["variant", "syscall"]
+            .into_iter()
+            .chain(crate::report::table::OFF_CPU_COLUMNS),
+    );
+    for v in &s.variants {
+        let merged = v.merged_syscalls();
+        let mut rows: Vec<_> = merged.syscalls.iter().collect();
+        rows.sort_by_key(|x| std::cmp::Reverse(x.total_ns));
+        for x in rows {
+            if let Some(cells) = crate::report::table::off_cpu_cells(x) {
+                table.row(
+                    [v.variant.to_string(), x.name.clone()]
+                        .into_iter()
+                        .chain(cells),
+                );
+            }
+        }
+    }
+    (!table.is_empty()).then(|| Section::new(crate::report::table::OFF_CPU_TITLE, table))
+}
+
 /// "10000 (50.0% EAGAIN)" style.
 fn error_share_cell(x: &crate::stats::SyscallSummary) -> String {
     match x.errors.top() {
@@ -552,6 +577,20 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
                 .is_some_and(|x| x.calls > 0)
         }) {
             table.row(row(&format!("{name} mean"), &per_call(name)));
+            if measured.iter().any(|v| {
+                v.merged_syscalls()
+                    .syscall(name)
+                    .is_some_and(|x| x.off_cpu.is_some())
+            }) {
+                table.row(row(&format!("{name} on-CPU"), &|_, m, _| {
+                    m.syscall(name)
+                        .and_then(|x| Some((x.time_split()?.0, x.calls)))
+                        .filter(|(_, calls)| *calls > 0)
+                        .map_or("-".to_owned(), |(on, calls)| {
+                            duration_ns(on as f64 / calls as f64)
+                        })
+                }));
+            }
         }
     }
     table.row(row("accept calls/req", &|_, m, req| {
