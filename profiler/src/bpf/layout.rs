@@ -363,7 +363,7 @@ print fmt: \"0x%lx\", REC->ret
         let fields = parse_format(RT_SYS_EXIT);
         let err = required(&fields, "syscalls:sys_exit_close", "ret", 4).unwrap_err();
         assert!(err.to_string().contains("ret is 8 bytes"), "{err}");
-        let far = parse_format("\tfield:u64 x;\toffset:64;\tsize:8;\tsigned:0;");
+        let far = parse_format("\tfield:u64 x;\toffset:72;\tsize:8;\tsigned:0;");
         let err = required(&far, "t", "x", 8).unwrap_err();
         assert!(err.to_string().contains("outside"), "{err}");
         assert_eq!(offset_of(&fields, "t", "group_dead", 1).unwrap(), None);
