@@ -214,10 +214,9 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     // One more round with the kernel timing every program run: where the added cost goes. Its
     // loop times are left out above, as the statistics themselves cost time.
     let stats = BpfStats::enable();
+    // The untraced process's closes too: what the tax (a) is made of.
     for m in results.iter_mut().filter(|m| {
-        m.config.programs().is_some()
-            && m.workload == Workload::DupClose
-            && m.tracked == Tracked::Me
+        m.config.programs().is_some() && m.workload == Workload::DupClose
     }) {
         let (_, programs) = measure_one(m, &close, other.pid(), args.iterations)
             .with_context(|| format!("profiling round: {}", m.config.label()))?;
@@ -778,7 +777,10 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             programs.row([
-                m.config.label().to_owned(),
+                match m.tracked {
+                    Tracked::Me => m.config.label().to_owned(),
+                    Tracked::Other => format!("{} (a) untraced process", m.config.label()),
+                },
                 name.to_owned(),
                 format!("{:.1}", median(&samples)),
                 format!("{lo:.1} … {hi:.1}"),
