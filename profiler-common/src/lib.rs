@@ -9,6 +9,9 @@ pub const MAX_SYSCALL_SLOTS: usize = 32;
 /// Size of the syscall-number → slot table; larger than any x86_64/aarch64 syscall number.
 pub const MAX_SYSCALL_NR: u32 = 1024;
 
+/// Cgroup ids `--cgroup` can trace: the named cgroups and every cgroup below them.
+pub const MAX_CGROUP_IDS: u32 = 4096;
+
 /// How many processes get their own per-process counters. The last index collects every process
 /// beyond that (see [`OVERFLOW_PROCESS`]), so nothing is lost when a server forks more.
 pub const MAX_PROCESSES: u32 = 1024;

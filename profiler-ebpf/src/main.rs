@@ -19,25 +19,35 @@ mod programs {
 
     use aya_ebpf::{
         helpers::{
-            bpf_get_current_pid_tgid, bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
+            bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_current_task,
+            bpf_ktime_get_ns, bpf_probe_read_kernel,
         },
         macros::{map, raw_tracepoint, tracepoint},
-        maps::{Array, PerCpuArray},
+        maps::{Array, HashMap, PerCpuArray},
         programs::{RawTracePointContext, TracePointContext},
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
         DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
-        HIST_BUCKETS, LatencyBuckets, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS,
-        OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu, ProcessStats, RECORD_HEADER,
-        RECORD_WINDOW, RecordLayout, SlotEntry, SyscallSlot, ThreadStart, bucket_index,
-        entry_counts_events, entry_slot, forked_process_index, slot_of_entry,
-        switched_out_runnable,
+        HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES, MAX_SYSCALL_NR,
+        MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu,
+        ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, SlotEntry, SyscallSlot,
+        ThreadStart, bucket_index, entry_counts_events, entry_slot, forked_process_index,
+        slot_of_entry, switched_out_runnable,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
     #[unsafe(no_mangle)]
     static TRACE_ALL: u8 = 0;
+
+    /// 1 to time the processes of the cgroups in `CGROUPS` (`--cgroup`); set by the loader.
+    #[unsafe(no_mangle)]
+    static TRACE_CGROUPS: u8 = 0;
+
+    /// `--cgroup`: cgroup id (of a named cgroup or one below it) → the named cgroup's dense
+    /// index, under which its processes' calls are counted. Filled by user space.
+    #[map]
+    static CGROUPS: HashMap<u64, u32> = HashMap::with_max_entries(MAX_CGROUP_IDS, 0);
 
     /// Where this kernel's records keep the fields read below; set by the loader before load
     /// from the tracepoints' format files and BTF (`profiler::bpf::layout`).
@@ -131,11 +141,19 @@ mod programs {
         }
     }
 
-    /// The dense process index of `tgid`, `NO_PROCESS` under `--all`, `None` when not traced.
+    /// The dense process index of `tgid`, `NO_PROCESS` under `--all`, its cgroup's index under
+    /// `--cgroup`, `None` when not traced.
     #[inline(always)]
     fn traced_process(tgid: u32) -> Option<u32> {
-        // SAFETY: a read-only global patched by the loader; volatile so it is not constant-folded.
+        // SAFETY: read-only globals patched by the loader; volatile so they are not folded.
         let all = unsafe { core::ptr::read_volatile(&TRACE_ALL) } != 0;
+        // SAFETY: as above.
+        let cgroups = unsafe { core::ptr::read_volatile(&TRACE_CGROUPS) } != 0;
+        if cgroups {
+            // SAFETY: a plain helper call; the map lookup returns a copy.
+            let id = unsafe { bpf_get_current_cgroup_id() };
+            return unsafe { CGROUPS.get(&id) }.copied();
+        }
         match TRACKED.get(tgid) {
             Some(&index) if index != 0 => Some(index - 1),
             _ if all => Some(NO_PROCESS),

@@ -122,7 +122,7 @@ impl Poll {
         emit: Emit,
     ) -> Result<StopReason> {
         let session = &mut trace.session;
-        let all = options.trace.all;
+        let open_ended = options.trace.open_ended();
         loop {
             std::thread::sleep(Duration::from_millis(20));
             session.flush_logs();
@@ -151,7 +151,7 @@ impl Poll {
                 return Ok(StopReason::Duration);
             }
             if (trace.child.is_none() || self.command_status.is_some())
-                && !all
+                && !open_ended
                 && !session.any_tracked_alive()?
             {
                 return Ok(match self.command_status {
@@ -235,7 +235,11 @@ fn finish(
         report.push_str(&format!("\n{}:\n{}", table::OFF_CPU_TITLE, t.render()));
     }
     if snapshot.processes.len() > 1 {
-        report.push_str("\nPer process:\n");
+        report.push_str(if snapshot.processes.iter().any(|p| p.cgroup.is_some()) {
+            "\nPer cgroup:\n"
+        } else {
+            "\nPer process:\n"
+        });
         report.push_str(&table::process_table(&snapshot));
     }
     if options.histograms {

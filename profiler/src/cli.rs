@@ -102,6 +102,10 @@ pub struct AttachArgs {
     /// /proc), nor those they fork from now on.
     #[arg(long, conflicts_with = "all")]
     pub no_children: bool,
+    /// Trace the processes of this cgroup v2 and of the cgroups below it (repeatable; a
+    /// per-cgroup table follows): a path below /sys/fs/cgroup, or absolute.
+    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all", "command"])]
+    pub cgroups: Vec<String>,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -163,12 +167,16 @@ pub struct ServeArgs {
         short,
         long = "pid",
         value_name = "PID",
-        required_unless_present = "all"
+        required_unless_present_any = ["all", "cgroups"]
     )]
     pub pids: Vec<u32>,
     /// Trace every process on the machine.
     #[arg(long, conflicts_with = "pids")]
     pub all: bool,
+    /// Trace the processes of this cgroup v2 and the cgroups below it (repeatable); the series
+    /// of each get a `cgroup` label.
+    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all"])]
+    pub cgroups: Vec<String>,
     /// Address to serve /metrics on; loopback unless you name another.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,

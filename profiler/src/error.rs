@@ -71,6 +71,22 @@ pub enum SetupError {
         /// Its name.
         comm: String,
     },
+    /// A `--cgroup` that is not a cgroup v2 directory.
+    #[error(
+        "--cgroup {path}: {problem}; give a cgroup v2 directory, as a path under /sys/fs/cgroup (system.slice/nginx.service) or absolute"
+    )]
+    NoCgroup {
+        /// The path as given.
+        path: String,
+        /// What is wrong.
+        problem: String,
+    },
+    /// More cgroup ids (named cgroups and those below them) than the kernel map holds.
+    #[error(
+        "the named cgroups hold {0} cgroups with those below them, more than the {max} the programs can trace: name fewer or deeper ones",
+        max = profiler_common::MAX_CGROUP_IDS
+    )]
+    TooManyCgroups(usize),
     /// More pids than user space may hand dense indexes to.
     #[error("{0} pids given but at most {max} can be named at once: trace their parent instead (children are followed) or use --all", max = profiler_common::FIRST_FORKED_PROCESS)]
     TooManyPids(usize),

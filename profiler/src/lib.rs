@@ -5,6 +5,7 @@
 //! - [`stats`]: the merged measurements every report and export reads.
 //! - [`statistics`]: median, spread, outliers and Gini over repeated measurements.
 //! - [`cpus`]: CPU lists, the CPUs this process may use, pinning.
+//! - [`cgroup`]: the cgroups `--cgroup` names, as the ids the kernel compares.
 //! - [`process`]: starting commands stopped, pidfds, `/proc` (threads, descendants).
 //! - [`output`]: printing that survives a closed stdout.
 //! - [`trace`]: setting up a trace of processes, shared by `attach` and `serve`.
@@ -21,6 +22,7 @@ pub mod attach;
 pub mod bench;
 pub mod bpf;
 pub mod c2c;
+pub mod cgroup;
 pub mod cli;
 pub mod cpus;
 pub mod error;

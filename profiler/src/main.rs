@@ -36,8 +36,14 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Attach(args) => {
-            if args.pids.is_empty() && !args.all && args.command.is_empty() {
-                anyhow::bail!("nothing to trace: give --pid PID, --all, or a command after --");
+            if args.pids.is_empty()
+                && !args.all
+                && args.command.is_empty()
+                && args.cgroups.is_empty()
+            {
+                anyhow::bail!(
+                    "nothing to trace: give --pid PID, --all, --cgroup PATH, or a command after --"
+                );
             }
             profiler::export::check_export_args(&args.exports)?;
             let options = AttachOptions {
@@ -48,6 +54,7 @@ fn run(cli: Cli) -> Result<i32> {
                     children: !args.no_children,
                     command: args.command,
                     off_cpu: args.off_cpu,
+                    cgroups: args.cgroups,
                 },
                 duration: args.duration,
                 interval: args.interval,
@@ -71,6 +78,7 @@ fn run(cli: Cli) -> Result<i32> {
                     children: true,
                     command: Vec::new(),
                     off_cpu: args.off_cpu,
+                    cgroups: args.cgroups,
                 },
                 listen: args.listen,
             };

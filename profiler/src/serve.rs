@@ -114,7 +114,7 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     let mut metadata = Metadata::collect("serve");
     options.trace.describe_in(&mut metadata);
     let what = trace.describe(&options.trace);
-    let mut source = MetricsSource::new(trace.session, metadata, options.trace.all);
+    let mut source = MetricsSource::new(trace.session, metadata, options.trace.open_ended());
     let address = listener
         .local_addr()
         .context("reading the listening address")?;

@@ -327,6 +327,8 @@ pub struct ProcessSummary {
     pub pid: u32,
     /// Per syscall, in the session's syscall order.
     pub syscalls: Vec<ProcessSyscall>,
+    /// `--cgroup`: this row is a cgroup's (its path below the root), not a process's.
+    pub cgroup: Option<String>,
 }
 
 impl ProcessSummary {
@@ -341,6 +343,7 @@ impl ProcessSummary {
     pub fn since(&self, earlier: &Self) -> Self {
         Self {
             pid: self.pid,
+            cgroup: self.cgroup.clone(),
             syscalls: self
                 .syscalls
                 .iter()
@@ -437,7 +440,11 @@ impl Snapshot {
             }
         }
         for theirs in &other.processes {
-            match self.processes.iter_mut().find(|p| p.pid == theirs.pid) {
+            match self
+                .processes
+                .iter_mut()
+                .find(|p| p.pid == theirs.pid && p.cgroup == theirs.cgroup)
+            {
                 Some(mine) => mine.add(theirs),
                 None => self.processes.push(theirs.clone()),
             }

@@ -43,6 +43,16 @@ pub struct TraceRequest {
     pub command: Vec<String>,
     /// Split each call into on-CPU, blocked and runnable time (`--off-cpu`).
     pub off_cpu: bool,
+    /// `--cgroup`: trace these cgroups' processes instead (paths below /sys/fs/cgroup).
+    pub cgroups: Vec<String>,
+}
+
+impl TraceRequest {
+    /// Whether tracing ends only on Ctrl-C or the duration: no set of processes to outlive.
+    #[must_use]
+    pub fn open_ended(&self) -> bool {
+        self.all || !self.cgroups.is_empty()
+    }
 }
 
 impl TraceRequest {
@@ -54,6 +64,11 @@ impl TraceRequest {
         } else {
             join(&self.pids, ",")
         };
+        if !self.cgroups.is_empty() {
+            metadata
+                .settings
+                .insert("cgroups".into(), self.cgroups.join(","));
+        }
         let names: Vec<&str> = self.syscalls.iter().map(|s| s.name.as_str()).collect();
         let settings = [
             ("pids", pids),
@@ -118,6 +133,13 @@ impl Trace {
     ) -> Result<(Session, Targets, usize)> {
         let (target, targets) = if request.all {
             (Target::All, Targets::default())
+        } else if !request.cgroups.is_empty() {
+            let cgroups = request
+                .cgroups
+                .iter()
+                .map(|c| crate::cgroup::Cgroup::resolve(c))
+                .collect::<Result<Vec<_>, _>>()?;
+            (Target::Cgroups(cgroups), Targets::default())
         } else {
             let targets = resolve_targets(&request.pids, request.children)?;
             (Target::Processes(targets.named().to_vec()), targets)
@@ -156,6 +178,13 @@ impl Trace {
         }
         if request.all {
             return "all processes".to_owned();
+        }
+        if !request.cgroups.is_empty() {
+            return format!(
+                "the processes of cgroup{} {} and below",
+                if request.cgroups.len() == 1 { "" } else { "s" },
+                request.cgroups.join(", ")
+            );
         }
         let named = self.targets.named();
         let pids = join(named, ", ");

@@ -814,6 +814,79 @@ fn attach_off_cpu_splits_a_sleep_into_blocked_time_in_every_export() {
     );
 }
 
+/// `attach --cgroup A --cgroup B`: the per-cgroup rows reach the JSON (a `cgroup` field) and
+/// Prometheus (series with a `cgroup` label, which promtool accepts), with exact close counts.
+#[test]
+fn attach_by_cgroup_labels_its_rows_and_series() {
+    let _serial = serial();
+    let root = Path::new("/sys/fs/cgroup");
+    assert!(
+        root.join("cgroup.controllers").is_file(),
+        "this test needs cgroup v2 at /sys/fs/cgroup"
+    );
+    let dir = scratch("attach-cgroup");
+    let names = [
+        format!("syscall-profiler-export-{}-a", std::process::id()),
+        format!("syscall-profiler-export-{}-b", std::process::id()),
+    ];
+    for n in &names {
+        std::fs::create_dir(root.join(n)).unwrap();
+    }
+    // Each shell joins its cgroup, waits for attach to be tracing, then closes -1 N times.
+    let workers: Vec<std::process::Child> = names
+        .iter()
+        .zip([20, 30])
+        .map(|(n, closes)| {
+            Command::new("python3")
+                .arg("-c")
+                .arg(format!(
+                    "import os, time\nopen('/sys/fs/cgroup/{n}/cgroup.procs', 'w').write(str(os.getpid()))\ntime.sleep(1.5)\nfor _ in range({closes}):\n    try: os.close(-1)\n    except OSError: pass\n"
+                ))
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["attach", "--syscalls", "close", "--duration", "3s"])
+        .args(["--cgroup", &names[0], "--cgroup", &names[1]])
+        .arg("--export-json")
+        .arg(dir.join("c.json"))
+        .arg("--export-prom")
+        .arg(dir.join("c.prom"))
+        .output()
+        .unwrap();
+    for mut w in workers {
+        let _ = w.wait();
+    }
+    for n in &names {
+        let _ = std::fs::remove_dir(root.join(n));
+    }
+    assert!(
+        out.status.success(),
+        "attach failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("c.json")).unwrap()).unwrap();
+    let processes = json["measurements"][0]["processes"].as_array().unwrap();
+    for (n, closes) in names.iter().zip([20, 30]) {
+        let row = processes
+            .iter()
+            .find(|p| p["cgroup"] == format!("/{n}"))
+            .unwrap_or_else(|| panic!("no row for {n}: {processes:?}"));
+        assert_eq!(row["syscalls"]["close"]["errors"], closes, "{row}");
+    }
+    let prom = std::fs::read_to_string(dir.join("c.prom")).unwrap();
+    promtool_check(&prom);
+    assert!(
+        prom.contains(&format!(
+            "syscall_profiler_cgroup_syscall_errors_total{{syscall=\"close\",cgroup=\"/{}\"}} 30",
+            names[1]
+        )),
+        "{prom}"
+    );
+}
+
 /// Ctrl-C, SIGTERM and SIGHUP (a closed terminal) all end attach the same way: table and exports.
 #[test]
 fn attach_interrupted_by_ctrl_c_sigterm_or_sighup_still_exports_complete_results() {

@@ -835,3 +835,91 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
         g.total_ns
     );
 }
+
+/// A cgroup v2 made for a test under /sys/fs/cgroup (mounted there when it is not, as in the
+/// matrix's guests); removed on drop, once its processes have exited.
+struct TestCgroup {
+    path: std::path::PathBuf,
+}
+
+impl TestCgroup {
+    fn new(name: &str) -> Self {
+        let root = std::path::Path::new("/sys/fs/cgroup");
+        if !root.join("cgroup.controllers").is_file() {
+            let status = std::process::Command::new("mount")
+                .args(["-t", "cgroup2", "none", "/sys/fs/cgroup"])
+                .status()
+                .expect("running mount");
+            assert!(
+                status.success(),
+                "mounting cgroup2 at /sys/fs/cgroup failed"
+            );
+        }
+        let path = root.join(format!(
+            "syscall-profiler-test-{}-{name}",
+            std::process::id()
+        ));
+        std::fs::create_dir(&path).unwrap_or_else(|e| panic!("creating {}: {e}", path.display()));
+        Self { path }
+    }
+
+    fn add(&self, pid: u32) {
+        std::fs::write(self.path.join("cgroup.procs"), pid.to_string())
+            .unwrap_or_else(|e| panic!("moving {pid} into {}: {e}", self.path.display()));
+    }
+
+    fn label(&self) -> String {
+        format!("/{}", self.path.file_name().unwrap().to_string_lossy())
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir(&self.path);
+    }
+}
+
+/// Two cgroups with a known number of closes each are counted exactly and apart; the test's
+/// own process, in neither, adds nothing.
+#[test]
+fn cgroups_are_traced_by_id_and_counted_apart() {
+    let _serial = serial();
+    let (a, b) = (TestCgroup::new("a"), TestCgroup::new("b"));
+    let closer = |n: u32| {
+        Child::stopped(move || {
+            for _ in 0..n {
+                // SAFETY: close(-1) fails with EBADF and touches nothing.
+                unsafe { libc::close(-1) };
+            }
+        })
+    };
+    let (in_a, in_b) = (closer(300), closer(500));
+    a.add(in_a.pid());
+    b.add(in_b.pid());
+    let cgroups = [&a, &b]
+        .iter()
+        .map(|c| profiler::cgroup::Cgroup::resolve(c.path.to_str().unwrap()).unwrap())
+        .collect();
+    let session = session(&["close"], Target::Cgroups(cgroups));
+    in_a.resume();
+    in_b.resume();
+    in_a.join();
+    in_b.join();
+    for _ in 0..100 {
+        // SAFETY: close(-1) in the test's own process, in neither cgroup.
+        unsafe { libc::close(-1) };
+    }
+    let snap = snapshot(&session);
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.errors.get(ErrnoClass::BadFd), 800, "{close:?}");
+    let row = |label: String| {
+        snap.processes
+            .iter()
+            .find(|p| p.cgroup.as_deref() == Some(label.as_str()))
+            .unwrap_or_else(|| panic!("no row for {label}: {:?}", snap.processes))
+            .syscalls[0]
+    };
+    assert_eq!((row(a.label()).calls, row(a.label()).errors), (300, 300));
+    assert_eq!((row(b.label()).calls, row(b.label()).errors), (500, 500));
+    drop(session);
+}

@@ -215,9 +215,10 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     // loop times are left out above, as the statistics themselves cost time.
     let stats = BpfStats::enable();
     // The untraced process's closes too: what the tax (a) is made of.
-    for m in results.iter_mut().filter(|m| {
-        m.config.programs().is_some() && m.workload == Workload::DupClose
-    }) {
+    for m in results
+        .iter_mut()
+        .filter(|m| m.config.programs().is_some() && m.workload == Workload::DupClose)
+    {
         let (_, programs) = measure_one(m, &close, other.pid(), args.iterations)
             .with_context(|| format!("profiling round: {}", m.config.label()))?;
         m.program_ns.extend(programs);

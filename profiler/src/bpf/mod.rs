@@ -51,6 +51,8 @@ pub enum Target {
     Processes(Vec<u32>),
     /// Every process on the machine.
     All,
+    /// The processes in these cgroups (and the cgroups below them), counted per cgroup.
+    Cgroups(Vec<crate::cgroup::Cgroup>),
 }
 
 /// What to load: which syscalls, which processes.
@@ -116,6 +118,8 @@ pub struct Session {
     armed_at: Instant,
     /// Whether calls are split into on-CPU, blocked and runnable time (`--off-cpu`).
     off_cpu: bool,
+    /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
+    cgroups: Vec<String>,
 }
 
 impl Drop for Session {
@@ -181,8 +185,19 @@ impl Session {
         }
         let initial = match &config.target {
             Target::Processes(pids) => pids.clone(),
-            Target::All => Vec::new(),
+            Target::All | Target::Cgroups(_) => Vec::new(),
         };
+        let cgroups = match &config.target {
+            Target::Cgroups(c) => c.clone(),
+            _ => Vec::new(),
+        };
+        if cgroups.len() >= FIRST_FORKED_PROCESS as usize {
+            return Err(SetupError::TooManyPids(cgroups.len()));
+        }
+        let cgroup_ids: usize = cgroups.iter().map(|c| c.ids.len()).sum();
+        if cgroup_ids > profiler_common::MAX_CGROUP_IDS as usize {
+            return Err(SetupError::TooManyCgroups(cgroup_ids));
+        }
         if initial.len() > FIRST_FORKED_PROCESS as usize {
             return Err(SetupError::TooManyPids(initial.len()));
         }
@@ -204,6 +219,7 @@ impl Session {
         log::debug!("record layout of this kernel: {layout:?}");
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
+        let trace_cgroups = u8::from(matches!(config.target, Target::Cgroups(_)));
         let split = u8::from(config.off_cpu && config.programs == Programs::Profiler);
         // The raw minimal timer times the first syscall of the set.
         let raw_timed_nr = config
@@ -212,6 +228,7 @@ impl Session {
             .map_or(u64::MAX, |s| u64::from(s.nr));
         let mut ebpf = EbpfLoader::new()
             .override_global("TRACE_ALL", &trace_all, true)
+            .override_global("TRACE_CGROUPS", &trace_cgroups, true)
             .override_global("LAYOUT", &layout, true)
             .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
             .override_global("SPLIT_OFF_CPU", &split, true)
@@ -228,13 +245,16 @@ impl Session {
             ebpf,
             syscalls: config.syscalls.clone(),
             named: Vec::new(),
-            first_named: u32::from(trace_all != 0),
+            // Under --all and --cgroup the derived index 0 is left unused.
+            first_named: u32::from(trace_all != 0 || trace_cgroups != 0),
+            cgroups: cgroups.iter().map(|c| c.label.clone()).collect(),
             logger,
             links: Vec::new(),
             armed_at: Instant::now(),
             off_cpu: split != 0,
         };
         session.write_slots()?;
+        session.write_cgroups(&cgroups)?;
         for pid in initial {
             session.track(pid)?;
         }
@@ -464,6 +484,7 @@ impl Session {
             let mut summary = ProcessSummary {
                 pid,
                 syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                cgroup: None,
             };
             for cpu in per_cpu.iter() {
                 for (slot, s) in summary.syscalls.iter_mut().enumerate() {
@@ -479,6 +500,7 @@ impl Session {
                 let entry = by_pid.entry(pid).or_insert_with(|| ProcessSummary {
                     pid,
                     syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                    cgroup: None,
                 });
                 entry.add(&summary);
             }
@@ -496,6 +518,7 @@ impl Session {
                         total_ns: t.total_ns,
                     })
                     .collect(),
+                cgroup: None,
             };
             for other in by_pid.values() {
                 for (d, o) in derived.syscalls.iter_mut().zip(&other.syscalls) {
@@ -512,7 +535,38 @@ impl Session {
                 }
             }
         }
-        Ok(by_pid.into_values().collect())
+        let mut processes: Vec<ProcessSummary> = by_pid.into_values().collect();
+        processes.extend(self.read_cgroups(&stats)?);
+        Ok(processes)
+    }
+
+    /// `--cgroup`: one row per traced cgroup, its processes' calls together.
+    fn read_cgroups(
+        &self,
+        stats: &PerCpuArray<&MapData, ProcessStats>,
+    ) -> Result<Vec<ProcessSummary>, SetupError> {
+        let mut rows = Vec::with_capacity(self.cgroups.len());
+        for (i, label) in self.cgroups.iter().enumerate() {
+            let per_cpu = stats
+                .get(&(i as u32 + 1), 0)
+                .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
+            let mut row = ProcessSummary {
+                pid: 0,
+                syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                cgroup: Some(label.clone()),
+            };
+            for cpu in per_cpu.iter() {
+                for (slot, s) in row.syscalls.iter_mut().enumerate() {
+                    s.add(&ProcessSyscall {
+                        calls: cpu.calls[slot],
+                        errors: cpu.errors[slot],
+                        total_ns: cpu.total_ns[slot],
+                    });
+                }
+            }
+            rows.push(row);
+        }
+        Ok(rows)
     }
 
     fn read_dropped(&self) -> Result<DropCounts, SetupError> {
@@ -581,6 +635,23 @@ impl Session {
             slot_of_nr.set(nr, entry, 0).map_err(|e| {
                 SetupError::bpf(format!("syscall number {nr} beyond the slot table"), e)
             })?;
+        }
+        Ok(())
+    }
+
+    /// `--cgroup`: every id of cgroup i (itself and those below it) → process index i + 1.
+    fn write_cgroups(&mut self, cgroups: &[crate::cgroup::Cgroup]) -> Result<(), SetupError> {
+        if cgroups.is_empty() {
+            return Ok(());
+        }
+        let mut map: aya::maps::HashMap<&mut MapData, u64, u32> = self.map_mut("CGROUPS")?;
+        for (i, cgroup) in cgroups.iter().enumerate() {
+            let index = i as u32 + 1;
+            for &id in &cgroup.ids {
+                map.insert(id, index, 0).map_err(|e| {
+                    SetupError::bpf(format!("writing cgroup {} to CGROUPS", cgroup.label), e)
+                })?;
+            }
         }
         Ok(())
     }

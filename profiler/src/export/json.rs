@@ -278,8 +278,10 @@ impl From<&LatencyHistogram> for EventsJson {
 
 #[derive(Serialize)]
 struct ProcessJson<'a> {
-    /// 0 is the shared "other processes" entry.
+    /// 0 is the shared "other processes" entry (or a cgroup's row).
     pid: u32,
+    /// `--cgroup`: the cgroup this row counts (its path below the root), else null.
+    cgroup: Option<&'a str>,
     calls: u64,
     errors: u64,
     total_ns: u64,
@@ -292,6 +294,7 @@ fn processes(snapshot: &Snapshot) -> Vec<ProcessJson<'_>> {
         .iter()
         .map(|p| ProcessJson {
             pid: p.pid,
+            cgroup: p.cgroup.as_deref(),
             calls: p.total_calls(),
             errors: p.syscalls.iter().map(|s| s.errors).sum(),
             total_ns: p.syscalls.iter().map(|s| s.total_ns).sum(),

@@ -238,6 +238,42 @@ pub fn render(data: &ExportData) -> String {
             }
         }
     }
+    if summaries
+        .iter()
+        .any(|m| m.syscalls.processes.iter().any(|p| p.cgroup.is_some()))
+    {
+        for (name, help) in [
+            (
+                "cgroup_syscall_calls_total",
+                "Completed syscalls per traced cgroup (--cgroup).",
+            ),
+            (
+                "cgroup_syscall_errors_total",
+                "Failed syscalls per traced cgroup (--cgroup).",
+            ),
+            (
+                "cgroup_syscall_seconds_total",
+                "Time inside syscalls per traced cgroup (--cgroup).",
+            ),
+        ] {
+            family(&mut out, name, "counter", help);
+            for m in &summaries {
+                for p in &m.syscalls.processes {
+                    let Some(cgroup) = &p.cgroup else { continue };
+                    for (s, counts) in m.syscalls.syscalls.iter().zip(&p.syscalls) {
+                        let labels =
+                            format!("{},cgroup=\"{}\"", labels(m, &s.name), escape(cgroup));
+                        let value = match name {
+                            "cgroup_syscall_calls_total" => counts.calls.to_string(),
+                            "cgroup_syscall_errors_total" => counts.errors.to_string(),
+                            _ => format_float(counts.total_ns as f64 / 1e9),
+                        };
+                        let _ = writeln!(out, "{PREFIX}_{name}{{{labels}}} {value}");
+                    }
+                }
+            }
+        }
+    }
     family(
         &mut out,
         "dropped_events_total",

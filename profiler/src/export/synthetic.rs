@@ -128,6 +128,7 @@ fn snapshot(rng: &mut Rng, shape: &Shape, scale: u64) -> Snapshot {
         .collect();
     let processes = (0..shape.processes)
         .map(|i| ProcessSummary {
+            cgroup: None,
             pid: if i + 1 == shape.processes && shape.processes > 1 {
                 0
             } else {

@@ -294,8 +294,9 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
 /// Per-process table (the multi-process server's workers): one row per process.
 #[must_use]
 pub fn process_summary(snapshot: &Snapshot) -> Table {
+    let by_cgroup = snapshot.processes.iter().any(|p| p.cgroup.is_some());
     let mut header = vec![
-        "pid".to_owned(),
+        if by_cgroup { "cgroup" } else { "pid" }.to_owned(),
         "calls".into(),
         "errors".into(),
         "total".into(),
@@ -311,10 +312,10 @@ pub fn process_summary(snapshot: &Snapshot) -> Table {
         let errors: u64 = p.syscalls.iter().map(|s| s.errors).sum();
         let total: u64 = p.syscalls.iter().map(|s| s.total_ns).sum();
         let mut row = vec![
-            if p.pid == 0 {
-                "other".to_owned()
-            } else {
-                p.pid.to_string()
+            match (&p.cgroup, p.pid) {
+                (Some(cgroup), _) => cgroup.clone(),
+                (None, 0) => "other".to_owned(),
+                (None, pid) => pid.to_string(),
             },
             p.total_calls().to_string(),
             errors.to_string(),
