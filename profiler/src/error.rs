@@ -87,6 +87,9 @@ pub enum SetupError {
         max = profiler_common::MAX_CGROUP_IDS
     )]
     TooManyCgroups(usize),
+    /// More cgroups named than user space may hand dense indexes to.
+    #[error("{0} cgroups named but at most {max} can be traced at once: name a common parent instead (the cgroups below a named one are traced with it)", max = profiler_common::FIRST_FORKED_PROCESS - 1)]
+    TooManyNamedCgroups(usize),
     /// More pids than user space may hand dense indexes to.
     #[error("{0} pids given but at most {max} can be named at once: trace their parent instead (children are followed) or use --all", max = profiler_common::FIRST_FORKED_PROCESS)]
     TooManyPids(usize),

@@ -183,16 +183,14 @@ impl Session {
         if config.syscalls.len() > MAX_SYSCALL_SLOTS {
             return Err(SetupError::TooManySyscalls(config.syscalls.len()));
         }
-        let initial = match &config.target {
-            Target::Processes(pids) => pids.clone(),
-            Target::All | Target::Cgroups(_) => Vec::new(),
+        let (initial, cgroups) = match &config.target {
+            Target::Processes(pids) => (pids.clone(), Vec::new()),
+            Target::All => (Vec::new(), Vec::new()),
+            Target::Cgroups(c) => (Vec::new(), c.clone()),
         };
-        let cgroups = match &config.target {
-            Target::Cgroups(c) => c.clone(),
-            _ => Vec::new(),
-        };
+        // Cgroup i counts under index i + 1, below the first forked process's.
         if cgroups.len() >= FIRST_FORKED_PROCESS as usize {
-            return Err(SetupError::TooManyPids(cgroups.len()));
+            return Err(SetupError::TooManyNamedCgroups(cgroups.len()));
         }
         let cgroup_ids: usize = cgroups.iter().map(|c| c.ids.len()).sum();
         if cgroup_ids > profiler_common::MAX_CGROUP_IDS as usize {
@@ -207,8 +205,10 @@ impl Session {
             }
         }
 
+        // The split is the profiler programs' (the benchmark's limits have no sched programs).
+        let split = u8::from(config.off_cpu && config.programs == Programs::Profiler);
         let mut layout = config.group_exit.layout(&config.syscalls)?;
-        if config.off_cpu {
+        if split != 0 {
             layout::add_off_cpu(&mut layout)?;
         }
         if layout.sys_exit_nr != RECORD_HEADER {
@@ -220,7 +220,6 @@ impl Session {
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
         let trace_cgroups = u8::from(matches!(config.target, Target::Cgroups(_)));
-        let split = u8::from(config.off_cpu && config.programs == Programs::Profiler);
         // The raw minimal timer times the first syscall of the set.
         let raw_timed_nr = config
             .syscalls
@@ -478,23 +477,11 @@ impl Session {
                 pids.get(&index, 0)
                     .map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?
             };
-            let per_cpu = stats
-                .get(&index, 0)
-                .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
-            let mut summary = ProcessSummary {
+            let summary = ProcessSummary {
                 pid,
-                syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                syscalls: self.process_counters(&stats, index)?,
                 cgroup: None,
             };
-            for cpu in per_cpu.iter() {
-                for (slot, s) in summary.syscalls.iter_mut().enumerate() {
-                    s.add(&ProcessSyscall {
-                        calls: cpu.calls[slot],
-                        errors: cpu.errors[slot],
-                        total_ns: cpu.total_ns[slot],
-                    });
-                }
-            }
             if summary.total_calls() > 0 {
                 // A pid reused by a later fork: add up rather than overwrite.
                 let entry = by_pid.entry(pid).or_insert_with(|| ProcessSummary {
@@ -545,28 +532,39 @@ impl Session {
         &self,
         stats: &PerCpuArray<&MapData, ProcessStats>,
     ) -> Result<Vec<ProcessSummary>, SetupError> {
-        let mut rows = Vec::with_capacity(self.cgroups.len());
-        for (i, label) in self.cgroups.iter().enumerate() {
-            let per_cpu = stats
-                .get(&(i as u32 + 1), 0)
-                .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
-            let mut row = ProcessSummary {
-                pid: 0,
-                syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
-                cgroup: Some(label.clone()),
-            };
-            for cpu in per_cpu.iter() {
-                for (slot, s) in row.syscalls.iter_mut().enumerate() {
-                    s.add(&ProcessSyscall {
-                        calls: cpu.calls[slot],
-                        errors: cpu.errors[slot],
-                        total_ns: cpu.total_ns[slot],
-                    });
-                }
+        self.cgroups
+            .iter()
+            .enumerate()
+            .map(|(i, label)| {
+                Ok(ProcessSummary {
+                    pid: 0,
+                    syscalls: self.process_counters(stats, i as u32 + 1)?,
+                    cgroup: Some(label.clone()),
+                })
+            })
+            .collect()
+    }
+
+    /// The counters of process index `index`, summed over CPUs, per syscall slot.
+    fn process_counters(
+        &self,
+        stats: &PerCpuArray<&MapData, ProcessStats>,
+        index: u32,
+    ) -> Result<Vec<ProcessSyscall>, SetupError> {
+        let per_cpu = stats
+            .get(&index, 0)
+            .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
+        let mut counters = vec![ProcessSyscall::default(); self.syscalls.len()];
+        for cpu in per_cpu.iter() {
+            for (slot, s) in counters.iter_mut().enumerate() {
+                s.add(&ProcessSyscall {
+                    calls: cpu.calls[slot],
+                    errors: cpu.errors[slot],
+                    total_ns: cpu.total_ns[slot],
+                });
             }
-            rows.push(row);
         }
-        Ok(rows)
+        Ok(counters)
     }
 
     fn read_dropped(&self) -> Result<DropCounts, SetupError> {
