@@ -53,26 +53,20 @@ impl TraceRequest {
     pub fn open_ended(&self) -> bool {
         self.all || !self.cgroups.is_empty()
     }
-}
 
-impl TraceRequest {
     /// The request as metadata settings: `pids` ("all" with `--all`) and `syscalls`, plus the
-    /// command when there is one.
+    /// command and the cgroups when there are some.
     pub fn describe_in(&self, metadata: &mut Metadata) {
         let pids = if self.all {
             "all".to_owned()
         } else {
             join(&self.pids, ",")
         };
-        if !self.cgroups.is_empty() {
-            metadata
-                .settings
-                .insert("cgroups".into(), self.cgroups.join(","));
-        }
         let names: Vec<&str> = self.syscalls.iter().map(|s| s.name.as_str()).collect();
         let settings = [
             ("pids", pids),
             ("command", self.command.join(" ")),
+            ("cgroups", self.cgroups.join(",")),
             ("syscalls", names.join(",")),
         ];
         metadata.settings.extend(
