@@ -454,7 +454,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                         if let Some(how) = &run.server_died {
                             vr.failure = Some(format!(
                                 "the server {how} during {} run {number}",
-                                kind_name(kind)
+                                kind.name()
                             ));
                         }
                         let died = run.server_died.is_some();
@@ -464,7 +464,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                         }
                     }
                     Err(e) => {
-                        let message = format!("{} run {number}: {e:#}", kind_name(kind));
+                        let message = format!("{} run {number}: {e:#}", kind.name());
                         progress.println(&format!("warning: {variant}: {message}"));
                         vr.failure = Some(message);
                         break;
@@ -510,18 +510,10 @@ fn too_many_failures(run: &RunResult) -> Option<String> {
     Some(format!(
         "{failed} of {all} requests failed ({:.1}%) in {} run {}: {}",
         100.0 * failed as f64 / all as f64,
-        kind_name(run.kind),
+        run.kind.name(),
         run.run,
         causes.join("; ")
     ))
-}
-
-fn kind_name(kind: RunKind) -> &'static str {
-    match kind {
-        RunKind::Profiled => "profiled",
-        RunKind::Baseline => "baseline",
-        RunKind::Strace => "strace",
-    }
 }
 
 /// One run: start the server (tracked from its first syscall when profiled), warm up, zero the
@@ -702,7 +694,7 @@ impl Progress {
     fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32) {
         self.bar.set_position(0);
         self.bar
-            .set_message(format!("{title}: {variant} {} {number}", kind_name(kind)));
+            .set_message(format!("{title}: {variant} {} {number}", kind.name()));
     }
 
     /// Moves the bar with the load generator's counter until the returned guard is dropped.

@@ -19,6 +19,18 @@ pub enum RunKind {
     Strace,
 }
 
+impl RunKind {
+    /// "profiled", "baseline" or "strace": as messages and table headings name it.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Profiled => "profiled",
+            Self::Baseline => "baseline",
+            Self::Strace => "strace",
+        }
+    }
+}
+
 /// CPU time a server spent during a measurement.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CpuTime {

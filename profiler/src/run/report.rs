@@ -669,8 +669,8 @@ fn paired_section(
     let mut table = TextTable::new([
         "variant".to_owned(),
         "pairs".to_owned(),
-        format!("QPS {}", kind_label(of)),
-        format!("QPS {}", kind_label(relative_to)),
+        format!("QPS {}", of.name()),
+        format!("QPS {}", relative_to.name()),
         "QPS change [95% CI]".to_owned(),
         "p50 change [95% CI]".to_owned(),
         "p99 change [95% CI]".to_owned(),
@@ -720,14 +720,6 @@ fn verdict(qps: &crate::statistics::MedianInterval) -> &'static str {
         "slower"
     } else {
         "faster"
-    }
-}
-
-fn kind_label(kind: RunKind) -> &'static str {
-    match kind {
-        RunKind::Profiled => "profiled",
-        RunKind::Baseline => "baseline",
-        RunKind::Strace => "strace",
     }
 }
 
