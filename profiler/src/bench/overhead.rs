@@ -31,7 +31,7 @@ use anyhow::{Context as _, Result, bail};
 use crate::{
     bpf::{AttachPoint, GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     cli::OverheadArgs,
-    report::table::TextTable,
+    report::table::Table,
 };
 
 /// One way of tracing `close`.
@@ -583,7 +583,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     ) else {
         return "no measurements\n".to_owned();
     };
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "configuration",
         "ns/iter (median)",
         "min … max",
@@ -695,7 +695,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     }
 
     // The tax on untraced work.
-    let mut tax = TextTable::new([
+    let mut tax = Table::new([
         "untraced work",
         "configuration",
         "ns/iter (median)",
@@ -758,7 +758,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         out.push_str(&tax.render());
     }
 
-    let mut programs = TextTable::new([
+    let mut programs = Table::new([
         "configuration",
         "program",
         "ns per run (median)",

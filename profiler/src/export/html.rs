@@ -11,7 +11,7 @@ use anyhow::Result;
 use super::{Comparison, ExportData, Exporter, Measurement, StraceComparison};
 use crate::{
     report::{
-        table::{Table, escape_html},
+        table::{Table, escape_html as esc},
         units::{duration, duration_ns},
     },
     run::model::RunKind,
@@ -146,12 +146,6 @@ pub fn render(data: &ExportData) -> String {
     out.push_str(&data.document().to_html());
     out.push_str("</body></html>\n");
     out
-}
-
-/// Text escaped for HTML and SVG.
-#[must_use]
-pub fn esc(text: &str) -> String {
-    escape_html(text)
 }
 
 /// A "nice" axis maximum (1, 2 or 5 times a power of ten) at or above `v`.

@@ -14,9 +14,6 @@ pub struct Table {
     rows: Vec<Vec<String>>,
 }
 
-/// The old name of [`Table`], for the tables that only ever print to the terminal.
-pub type TextTable = Table;
-
 impl Table {
     /// A table with these column names.
     #[must_use]
@@ -36,18 +33,6 @@ impl Table {
     #[must_use]
     pub fn is_empty(&self) -> bool {
         self.rows.is_empty()
-    }
-
-    /// Column names.
-    #[must_use]
-    pub fn header(&self) -> &[String] {
-        &self.header
-    }
-
-    /// The rows, as added.
-    #[must_use]
-    pub fn rows(&self) -> &[Vec<String>] {
-        &self.rows
     }
 
     /// Renders with two spaces between columns; the first column left-aligned, the rest right.

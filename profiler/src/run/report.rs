@@ -11,7 +11,7 @@ use crate::{
     export::Metadata,
     report::{
         document::{Document, Part, Section},
-        table::{Table, TextTable, errors_cell},
+        table::{Table, errors_cell},
         units::{duration, duration_ns, percent},
     },
     statistics::{Spread, gini, median, outliers},
@@ -124,7 +124,7 @@ fn part(s: &ScenarioResult) -> Part {
 }
 
 fn runs_sections(s: &ScenarioResult) -> Vec<Section> {
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "variant", "run", "QPS", "p50", "p99", "p99.9", "max", "requests", "errors",
     ]);
     let mut warnings = Vec::new();
@@ -250,7 +250,7 @@ fn latency_cells(h: &hdrhistogram::Histogram<u64>) -> [String; 4] {
 /// Open loop (`--rate`): latency from each request's intended send time (coordinated omission
 /// corrected) next to the latency from its actual send; empty in closed loop.
 fn open_loop_section(s: &ScenarioResult) -> Option<Section> {
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "variant",
         "run",
         "p50",
@@ -292,7 +292,7 @@ fn requests_of(v: &VariantResult) -> u64 {
 }
 
 fn syscall_section(s: &ScenarioResult) -> Option<Section> {
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "variant",
         "syscall",
         "calls",
@@ -395,7 +395,7 @@ fn error_share_cell(x: &crate::stats::SyscallSummary) -> String {
 }
 
 fn cpu_section(s: &ScenarioResult) -> Option<Section> {
-    let mut table = TextTable::new(["variant", "CPU/req", "system share", "CPU busy"]);
+    let mut table = Table::new(["variant", "CPU/req", "system share", "CPU busy"]);
     for v in &s.variants {
         let mut cpu = super::model::CpuTime::default();
         let (mut requests, mut elapsed) = (0u64, 0.0f64);
@@ -486,7 +486,7 @@ fn worker_distribution(snapshot: &Snapshot) -> Option<(Table, String)> {
     }
     let accepted: Vec<u64> = rows.iter().map(|r| r.2).collect();
     let total: u64 = accepted.iter().sum();
-    let mut table = TextTable::new(["worker pid", "accept calls", "accepted", "share"]);
+    let mut table = Table::new(["worker pid", "accept calls", "accepted", "share"]);
     for (pid, calls, ok) in &rows {
         table.row([
             pid.to_string(),
@@ -519,7 +519,7 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     }
     let mut header = vec!["metric".to_owned()];
     header.extend(measured.iter().map(|v| v.variant.to_string()));
-    let mut table = TextTable::new(header);
+    let mut table = Table::new(header);
     let row = |name: &str, f: &dyn Fn(&VariantResult, &Snapshot, f64) -> String| {
         let mut cells = vec![name.to_owned()];
         for v in &measured {
@@ -666,7 +666,7 @@ fn paired_section(
     relative_to: RunKind,
     title: &str,
 ) -> Option<Section> {
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "variant".to_owned(),
         "pairs".to_owned(),
         format!("QPS {}", of.name()),
@@ -724,7 +724,7 @@ fn verdict(qps: &crate::statistics::MedianInterval) -> &'static str {
 }
 
 fn strace_sections(s: &ScenarioResult) -> Vec<Section> {
-    let mut table = TextTable::new([
+    let mut table = Table::new([
         "variant",
         "syscall",
         "kernel calls/req",
