@@ -520,14 +520,22 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     let mut header = vec!["metric".to_owned()];
     header.extend(measured.iter().map(|v| v.variant.to_string()));
     let mut table = Table::new(header);
+    // Each variant's runs merged once, with its requests: every row reads them.
+    let merged: Vec<(&VariantResult, Snapshot, f64)> = measured
+        .iter()
+        .map(|v| (*v, v.merged_syscalls(), requests_of(v).max(1) as f64))
+        .collect();
     let row = |name: &str, f: &dyn Fn(&VariantResult, &Snapshot, f64) -> String| {
         let mut cells = vec![name.to_owned()];
-        for v in &measured {
-            let merged = v.merged_syscalls();
-            let requests = requests_of(v).max(1) as f64;
-            cells.push(f(v, &merged, requests));
+        for (v, m, requests) in &merged {
+            cells.push(f(v, m, *requests));
         }
         cells
+    };
+    let any = |name: &str, f: &dyn Fn(&crate::stats::SyscallSummary) -> bool| {
+        merged
+            .iter()
+            .any(|(_, m, _)| m.syscall(name).is_some_and(f))
     };
     let qps = |v: &VariantResult| -> Vec<f64> {
         v.of_kind(RunKind::Profiled).map(|r| r.load.qps()).collect()
@@ -571,17 +579,9 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
         "epoll_ctl",
         "fcntl",
     ] {
-        if measured.iter().any(|v| {
-            v.merged_syscalls()
-                .syscall(name)
-                .is_some_and(|x| x.calls > 0)
-        }) {
+        if any(name, &|x| x.calls > 0) {
             table.row(row(&format!("{name} mean"), &per_call(name)));
-            if measured.iter().any(|v| {
-                v.merged_syscalls()
-                    .syscall(name)
-                    .is_some_and(|x| x.off_cpu.is_some())
-            }) {
+            if any(name, &|x| x.off_cpu.is_some()) {
                 table.row(row(&format!("{name} on-CPU"), &|_, m, _| {
                     m.syscall(name)
                         .and_then(|x| Some((x.time_split()?.0, x.calls)))
