@@ -13,7 +13,7 @@ use crate::{
     export::{self, ExportData, Metadata},
     output,
     process::describe_exit,
-    report::{histogram::log2_histogram, table},
+    report::{document::Section, histogram::log2_histogram, table},
     stats::Snapshot,
     trace::{self, Trace, TraceRequest},
 };
@@ -232,15 +232,11 @@ fn finish(
     let mut report = format!("Traced for {:.2}s ({ended}).\n", elapsed.as_secs_f64());
     report.push_str(&table::syscall_table(&snapshot));
     if let Some(t) = table::off_cpu_table(&snapshot) {
-        report.push_str(&format!("\n{}:\n{}", table::OFF_CPU_TITLE, t.render()));
+        report.push_str(&Section::new(table::OFF_CPU_TITLE, t).to_text());
     }
     if snapshot.processes.len() > 1 {
-        report.push_str(if snapshot.processes.iter().any(|p| p.cgroup.is_some()) {
-            "\nPer cgroup:\n"
-        } else {
-            "\nPer process:\n"
-        });
-        report.push_str(&table::process_table(&snapshot));
+        let per = table::process_summary(&snapshot);
+        report.push_str(&Section::new(table::process_title(&snapshot), per).to_text());
     }
     if options.histograms {
         report.push_str(&histograms(&snapshot));

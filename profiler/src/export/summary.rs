@@ -41,8 +41,8 @@ pub fn document(data: &ExportData) -> Document {
         }
         if m.syscalls.processes.len() > 1 {
             sections.push(Section::new(
-                format!("Per process: {}", m.label()),
-                process_table(m),
+                format!("{}: {}", table::process_title(&m.syscalls), m.label()),
+                table::process_summary(&m.syscalls),
             ));
         }
     }
@@ -107,8 +107,4 @@ fn syscall_table_parts(m: &Measurement) -> (Option<Table>, Vec<String>) {
             .is_some()
             .then_some(&per_request as &table::PerRequest<'_>),
     )
-}
-
-fn process_table(m: &Measurement) -> Table {
-    table::process_summary(&m.syscalls)
 }

@@ -312,10 +312,15 @@ pub fn process_summary(snapshot: &Snapshot) -> Table {
     table
 }
 
-/// [`process_summary`] as text.
+/// The title of [`process_summary`]'s section: "Per cgroup" when its rows are cgroups'
+/// (`--cgroup`), else "Per process".
 #[must_use]
-pub fn process_table(snapshot: &Snapshot) -> String {
-    process_summary(snapshot).render()
+pub fn process_title(snapshot: &Snapshot) -> &'static str {
+    if snapshot.processes.iter().any(|p| p.cgroup.is_some()) {
+        "Per cgroup"
+    } else {
+        "Per process"
+    }
 }
 
 #[cfg(test)]
