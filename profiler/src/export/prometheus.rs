@@ -242,20 +242,25 @@ pub fn render(data: &ExportData) -> String {
         .iter()
         .any(|m| m.syscalls.processes.iter().any(|p| p.cgroup.is_some()))
     {
-        for (name, help) in [
+        type Value = fn(&crate::stats::ProcessSyscall) -> String;
+        let families: [(&str, &str, Value); 3] = [
             (
                 "cgroup_syscall_calls_total",
                 "Completed syscalls per traced cgroup (--cgroup).",
+                |c| c.calls.to_string(),
             ),
             (
                 "cgroup_syscall_errors_total",
                 "Failed syscalls per traced cgroup (--cgroup).",
+                |c| c.errors.to_string(),
             ),
             (
                 "cgroup_syscall_seconds_total",
                 "Time inside syscalls per traced cgroup (--cgroup).",
+                |c| format_float(c.total_ns as f64 / 1e9),
             ),
-        ] {
+        ];
+        for (name, help, value) in families {
             family(&mut out, name, "counter", help);
             for m in &summaries {
                 for p in &m.syscalls.processes {
@@ -263,12 +268,7 @@ pub fn render(data: &ExportData) -> String {
                     for (s, counts) in m.syscalls.syscalls.iter().zip(&p.syscalls) {
                         let labels =
                             format!("{},cgroup=\"{}\"", labels(m, &s.name), escape(cgroup));
-                        let value = match name {
-                            "cgroup_syscall_calls_total" => counts.calls.to_string(),
-                            "cgroup_syscall_errors_total" => counts.errors.to_string(),
-                            _ => format_float(counts.total_ns as f64 / 1e9),
-                        };
-                        let _ = writeln!(out, "{PREFIX}_{name}{{{labels}}} {value}");
+                        let _ = writeln!(out, "{PREFIX}_{name}{{{labels}}} {}", value(counts));
                     }
                 }
             }
