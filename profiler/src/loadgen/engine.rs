@@ -377,7 +377,7 @@ impl Pacer {
             },
             it_value: libc::timespec {
                 tv_sec: libc::time_t::try_from(wait.as_secs()).unwrap_or(libc::time_t::MAX),
-                tv_nsec: libc::c_long::from(wait.subsec_nanos() as i32),
+                tv_nsec: libc::c_long::from(wait.subsec_nanos()),
             },
         };
         // SAFETY: our own timerfd and a valid itimerspec; no old value asked for.
