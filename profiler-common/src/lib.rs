@@ -329,11 +329,69 @@ pub struct OffCpu {
     pub blocked_ns: u64,
     /// Time runnable but not running (preempted, or woken and waiting for a CPU), ns.
     pub runnable_ns: u64,
+    /// When it last left the CPU (the start of the whole switched-out interval, which
+    /// `since_ns` splits at the wakeup); `--slow` measures the interval from it.
+    pub out_ns: u64,
+    /// `--slow`: the longest switched-out interval of the call so far, ns (0: none yet).
+    pub longest_ns: u64,
     /// [`OFF_BLOCKED`] or [`OFF_RUNNABLE`]: what the current off-CPU part is.
     pub state: u32,
+    /// `--slow`: the kernel stack id (or the helper's negative error) taken when the thread
+    /// last left the CPU.
+    pub pending_stack: i32,
+    /// `--slow`: the kernel stack id of the longest interval (meaningful once `longest_ns` > 0).
+    pub longest_stack: i32,
     /// Explicit padding.
     pub _pad: u32,
 }
+
+/// `--slow`: one traced call that lasted at least the threshold, as the exit program sends it
+/// through the `SLOW_CALLS` ring buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SlowCall {
+    /// The call's latency, ns.
+    pub duration_ns: u64,
+    /// Its time switched out and not runnable, ns.
+    pub blocked_ns: u64,
+    /// Its time runnable but not running, ns.
+    pub runnable_ns: u64,
+    /// The return value (a negative errno on failure).
+    pub ret: i64,
+    /// `bpf_ktime_get_ns()` when it returned.
+    pub end_ns: u64,
+    /// Process (tgid) and thread id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The syscall's slot.
+    pub slot: u32,
+    /// Kernel stack id in `STACKS`, taken where the call waited longest (its longest
+    /// switched-out interval); [`STACK_NOT_TAKEN`] when it never left the CPU; another
+    /// negative value is the helper's error (-EEXIST: a different stack held its bucket).
+    pub kernel_stack: i32,
+    /// User stack id in `STACKS` at the call's return, or the helper's negative error.
+    pub user_stack: i32,
+    /// Explicit padding.
+    pub _pad: u32,
+    /// The thread's name (`comm`), NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// [`SlowCall::kernel_stack`] of a call that never left the CPU: no switch-out to take a
+/// kernel stack at.
+pub const STACK_NOT_TAKEN: i32 = i32::MIN;
+
+/// The byte size of the `SLOW_CALLS` ring buffer with `--slow` (a power of two of pages):
+/// about 11900 records between two reads of user space.
+pub const SLOW_RING_BYTES: u32 = 1 << 20;
+
+/// Entries of the `STACKS` stack trace map with `--slow` (each 127 frames, 1 KiB).
+pub const SLOW_STACK_ENTRIES: u32 = 8192;
+
+// The sizes both sides agree on (no implicit padding in either).
+const _: () = assert!(core::mem::size_of::<SlowCall>() == 80);
+const _: () = assert!(core::mem::size_of::<OffCpu>() == 56);
 
 /// [`OffCpu::state`]: switched out while sleeping or waiting.
 pub const OFF_BLOCKED: u32 = 1;
@@ -461,7 +519,8 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SyscallSlot, SyscallStats, ThreadStart,
+        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SlowCall, SyscallSlot, SyscallStats,
+        ThreadStart,
     };
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
@@ -473,8 +532,11 @@ mod pod {
     unsafe impl aya::Pod for ProcessStats {}
     // SAFETY: as above (three such structs, all multiples of 8 bytes).
     unsafe impl aya::Pod for SyscallSlot {}
-    // SAFETY: three u64 + u32 + explicit u32 padding: no implicit padding.
+    // SAFETY: five u64, then four 4-byte fields (one explicit padding): no implicit padding.
     unsafe impl aya::Pod for OffCpu {}
+    // SAFETY: five u64, six 4-byte fields (one explicit padding), 16 bytes: no implicit
+    // padding, any bit pattern valid.
+    unsafe impl aya::Pod for SlowCall {}
     // SAFETY: u64 + u32 + explicit u32 padding: no implicit padding, any bit pattern valid.
     unsafe impl aya::Pod for ThreadStart {}
     // SAFETY: u32 fields only: no padding, any bit pattern valid.

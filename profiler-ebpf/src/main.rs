@@ -18,22 +18,24 @@ mod programs {
     use core::intrinsics::{AtomicOrdering, atomic_xadd};
 
     use aya_ebpf::{
+        bindings::BPF_F_USER_STACK,
+        helpers::bpf_get_current_comm,
         helpers::{
             bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_current_task,
             bpf_ktime_get_ns, bpf_probe_read_kernel,
         },
         macros::{map, raw_tracepoint, tracepoint},
-        maps::{Array, HashMap, PerCpuArray},
-        programs::{RawTracePointContext, TracePointContext},
+        maps::{Array, HashMap, PerCpuArray, RingBuf, StackTrace},
+        programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext as _},
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
         DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
         HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES, MAX_SYSCALL_NR,
         MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu,
-        ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, SlotEntry, SyscallSlot,
-        ThreadStart, bucket_index, entry_counts_events, entry_slot, forked_process_index,
-        slot_of_entry, switched_out_runnable,
+        ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, STACK_NOT_TAKEN, SlotEntry,
+        SlowCall, SyscallSlot, ThreadStart, bucket_index, entry_counts_events, entry_slot,
+        forked_process_index, slot_of_entry, switched_out_runnable,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -71,6 +73,30 @@ mod programs {
     /// from the hot path when it is 0.
     #[unsafe(no_mangle)]
     static SPLIT_OFF_CPU: u8 = 0;
+
+    /// `--slow`: calls at least this long (ns) are sent to `SLOW_CALLS` with their stacks; 0
+    /// (frozen) leaves it out of the hot path. User space turns the split on with it.
+    #[unsafe(no_mangle)]
+    static SLOW_NS: u64 = 0;
+
+    /// `--slow`: the slow calls ([`SlowCall`]); one page without it, sized by the loader.
+    #[map]
+    static SLOW_CALLS: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+    /// `--slow`: slow calls the ring buffer had no room for (entry 0).
+    #[map]
+    static SLOW_LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+    /// `--slow`: kernel stacks taken at switch-out and user stacks taken at a slow call's
+    /// return; one entry without it, sized by the loader.
+    #[map]
+    static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+    #[inline(always)]
+    fn slow_ns() -> u64 {
+        // SAFETY: a frozen .rodata word.
+        unsafe { core::ptr::read_volatile(&SLOW_NS) }
+    }
 
     /// Reads one `LAYOUT` offset. Volatile, so LLVM does not fold the zeros above; the verifier
     /// still sees a constant, because the loader freezes `.rodata` (BPF_F_RDONLY_PROG).
@@ -257,11 +283,21 @@ mod programs {
             // SAFETY: the entry of the task switching out on this CPU: nothing else writes it now.
             unsafe {
                 (*off).since_ns = now;
+                (*off).out_ns = now;
                 (*off).state = if switched_out_runnable(state) {
                     OFF_RUNNABLE
                 } else {
                     OFF_BLOCKED
                 };
+            }
+            if slow_ns() != 0 {
+                // Where it leaves the CPU: the kernel stack of the task switching out.
+                let stack = match ctx.get_stackid(&STACKS, 0) {
+                    Ok(id) => id as i32,
+                    Err(e) => e,
+                };
+                // SAFETY: as above.
+                unsafe { (*off).pending_stack = stack };
             }
         }
         let next = field::<4>(&ctx, layout(&LAYOUT.switch_next_pid)) as u32;
@@ -280,6 +316,11 @@ mod programs {
                     off.blocked_ns += part;
                 }
                 off.since_ns = 0;
+                let away = now.saturating_sub(off.out_ns);
+                if slow_ns() != 0 && away > off.longest_ns {
+                    off.longest_ns = away;
+                    off.longest_stack = off.pending_stack;
+                }
             }
         }
         0
@@ -383,6 +424,29 @@ mod programs {
             if let Some(count) = data.on_cpu.counts.get_mut(bucket) {
                 *count += 1;
             }
+            let threshold = slow_ns();
+            if threshold != 0 && elapsed >= threshold {
+                let kernel_stack = if off.longest_ns > 0 {
+                    off.longest_stack
+                } else {
+                    STACK_NOT_TAKEN
+                };
+                report_slow(
+                    &ctx,
+                    SlowCall {
+                        duration_ns: elapsed,
+                        blocked_ns: blocked,
+                        runnable_ns: runnable,
+                        ret,
+                        end_ns: now,
+                        pid: (pid_tgid >> 32) as u32,
+                        tid: pid_tgid as u32,
+                        slot,
+                        kernel_stack,
+                        ..SlowCall::default()
+                    },
+                );
+            }
         }
 
         if entry_counts_events(entry)
@@ -415,6 +479,30 @@ mod programs {
             }
         }
         0
+    }
+
+    /// `--slow`: completes `call` with the user stack and the thread's name, and sends it to
+    /// user space; counts it in `SLOW_LOST` when the ring buffer is full. Off the hot path: only
+    /// calls past the threshold get here.
+    #[inline(always)]
+    fn report_slow(ctx: &TracePointContext, call: SlowCall) {
+        let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) else {
+            if let Some(lost) = SLOW_LOST.get_ptr_mut(0) {
+                // SAFETY: per-CPU value, preemption disabled.
+                unsafe { *lost += 1 };
+            }
+            return;
+        };
+        let user_stack = match ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK)) {
+            Ok(id) => id as i32,
+            Err(e) => e,
+        };
+        entry.write(SlowCall {
+            user_stack,
+            comm: bpf_get_current_comm().unwrap_or_default(),
+            ..call
+        });
+        entry.submit(0);
     }
 
     /// task:task_newtask runs in the parent before the child can run: a child process of a

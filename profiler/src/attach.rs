@@ -186,7 +186,10 @@ fn finish(
     outcome: Result<StopReason>,
 ) -> Result<i32> {
     let Trace {
-        mut session, child, ..
+        mut session,
+        child,
+        slow,
+        ..
     } = trace;
     // The counters cover the time from the last attach to this snapshot: not the load before it
     // nor the detach after it.
@@ -194,6 +197,8 @@ fn finish(
     let final_snapshot = session.snapshot().map_err(anyhow::Error::from);
     session.flush_logs();
     drop(session);
+    // After the detach: every slow call is in the ring buffer by now.
+    let slow = slow.map(crate::slow::Collector::finish);
     let measured = match (outcome, final_snapshot) {
         (Ok(reason), Ok(snapshot)) => Ok((reason, snapshot)),
         (Err(error), last) => Err((error, last.ok())),
@@ -211,7 +216,8 @@ fn finish(
                     elapsed,
                     "reading the counters failed",
                     true,
-                );
+                )
+                .with_slow(slow);
                 if let Err(e) = export::write_exports(&options.exports, &data) {
                     crate::errln!("Error: {e:#}");
                 }
@@ -241,9 +247,12 @@ fn finish(
     if options.histograms {
         report.push_str(&histograms(&snapshot));
     }
+    if let Some(slow) = &slow {
+        report.push_str(&slow.to_text());
+    }
     emit.print(&report);
     // Ctrl-C is how attach normally ends, so what it measured is complete, not partial.
-    let data = export_data(options, metadata, snapshot, elapsed, &ended, false);
+    let data = export_data(options, metadata, snapshot, elapsed, &ended, false).with_slow(slow);
     let exported = export::write_exports(&options.exports, &data);
     // A command we started that is still running when tracing stops goes with us.
     if let Some(child) = child

@@ -123,12 +123,33 @@ pub struct AttachArgs {
     /// switch of the machine.
     #[arg(long)]
     pub off_cpu: bool,
+    /// The slowest calls, with their stacks.
+    #[command(flatten)]
+    pub slow: SlowArgs,
     /// A command to start and trace from its first syscall.
     #[arg(last = true, value_name = "CMD")]
     pub command: Vec<String>,
     /// Files to write the results to.
     #[command(flatten)]
     pub exports: ExportArgs,
+}
+
+/// `--slow` and `--slow-top`, shared by `attach` and `run`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct SlowArgs {
+    /// Record every traced call at least this long (e.g. 1ms) with its kernel and user stacks,
+    /// and print the slowest, grouped by stack (turns --off-cpu on).
+    #[arg(long, value_name = "THRESHOLD", value_parser = parse_duration)]
+    pub slow: Option<Duration>,
+    /// How many stacks --slow prints, slowest call first.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        requires = "slow",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub slow_top: u32,
 }
 
 /// Export flags shared by `attach` and `run`; `-` means stdout (one export at most).
@@ -244,8 +265,11 @@ pub struct RunArgs {
     pub lt_epollout: bool,
     /// Do not split each call into on-CPU, blocked and runnable time (the sched_switch and
     /// sched_wakeup programs then stay detached).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "slow")]
     pub no_off_cpu: bool,
+    /// The slowest calls of each variant, with their stacks.
+    #[command(flatten)]
+    pub slow: SlowArgs,
     /// Also run each variant without programs attached, a run after each profiled run: the
     /// profiler's overhead, with a confidence interval over the pairs. The default experiment
     /// does this for its serial scenario.

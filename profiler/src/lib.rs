@@ -15,6 +15,7 @@
 //! - [`report`]: tables and histograms.
 //! - [`export`]: JSON, CSV, HdrHistogram, Prometheus, Markdown and HTML exports.
 //! - [`serve`]: `profiler serve`, the counters as a Prometheus scrape target.
+//! - [`slow`]: `--slow`, the slowest calls with their symbolized stacks.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.
 //! - [`c2c`]: `profiler c2c`, core-to-core latency of the ways two threads can talk.
 
@@ -33,6 +34,7 @@ pub mod process;
 pub mod report;
 pub mod run;
 pub mod serve;
+pub mod slow;
 pub mod statistics;
 pub mod stats;
 pub mod trace;

@@ -55,6 +55,8 @@ fn run(cli: Cli) -> Result<i32> {
                     command: args.command,
                     off_cpu: args.off_cpu,
                     cgroups: args.cgroups,
+                    slow: args.slow.slow,
+                    slow_top: args.slow.slow_top,
                 },
                 duration: args.duration,
                 interval: args.interval,
@@ -79,6 +81,8 @@ fn run(cli: Cli) -> Result<i32> {
                     command: Vec::new(),
                     off_cpu: args.off_cpu,
                     cgroups: args.cgroups,
+                    slow: None,
+                    slow_top: 0,
                 },
                 listen: args.listen,
             };

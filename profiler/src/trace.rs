@@ -3,7 +3,10 @@
 //! the programs attached, a started command tracked and resumed. A command started for the trace
 //! is killed on every failure, so no error leaves it stopped or running untraced.
 
-use std::sync::{Arc, atomic::AtomicBool};
+use std::{
+    sync::{Arc, atomic::AtomicBool},
+    time::Duration,
+};
 
 use anyhow::{Context as _, Result};
 
@@ -11,6 +14,7 @@ use crate::{
     bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
     export::Metadata,
     process::{StoppedChild, Targets, resolve_targets},
+    slow::Collector,
 };
 
 /// A flag set by SIGINT, SIGTERM or SIGHUP (a closed terminal, a dropped ssh session): the
@@ -45,6 +49,10 @@ pub struct TraceRequest {
     pub off_cpu: bool,
     /// `--cgroup`: trace these cgroups' processes instead (paths below /sys/fs/cgroup).
     pub cgroups: Vec<String>,
+    /// `--slow`: record the calls at least this long with their stacks.
+    pub slow: Option<Duration>,
+    /// `--slow-top`: how many stacks the reports show.
+    pub slow_top: u32,
 }
 
 impl TraceRequest {
@@ -88,6 +96,8 @@ pub struct Trace {
     pub descendants: usize,
     /// The command started for the trace, resumed and tracked.
     pub child: Option<StoppedChild>,
+    /// `--slow`: the thread reading the slow calls.
+    pub slow: Option<Collector>,
 }
 
 impl Trace {
@@ -101,7 +111,7 @@ impl Trace {
         };
         let started = Self::attach(request, child.as_ref());
         match started {
-            Ok((session, targets, descendants)) => {
+            Ok((session, targets, descendants, slow)) => {
                 for note in &targets.notes {
                     crate::errln!("note: {note}");
                 }
@@ -110,6 +120,7 @@ impl Trace {
                     targets,
                     descendants,
                     child,
+                    slow,
                 })
             }
             Err(e) => {
@@ -124,7 +135,7 @@ impl Trace {
     fn attach(
         request: &TraceRequest,
         child: Option<&StoppedChild>,
-    ) -> Result<(Session, Targets, usize)> {
+    ) -> Result<(Session, Targets, usize, Option<Collector>)> {
         let (target, targets) = if request.all {
             (Target::All, Targets::default())
         } else if !request.cgroups.is_empty() {
@@ -145,17 +156,28 @@ impl Trace {
             group_exit: GroupExit::Auto,
             follow_forks: request.children,
             off_cpu: request.off_cpu,
+            slow: request.slow,
         })?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
         let mut descendants = 0;
         for &pid in targets.descendant_pids() {
             descendants += usize::from(session.track_if_running(pid)?);
         }
+        // Reading before the command runs: its first slow call finds the reader there.
+        let slow = match (session.take_slow_maps()?, request.slow) {
+            (Some(maps), Some(threshold)) => Some(Collector::spawn(
+                maps,
+                request.syscalls.iter().map(|s| s.name.clone()).collect(),
+                threshold,
+                request.slow_top,
+            )),
+            _ => None,
+        };
         if let Some(child) = child {
             session.track(child.pid)?;
             child.resume()?;
         }
-        Ok((session, targets, descendants))
+        Ok((session, targets, descendants, slow))
     }
 
     /// What is traced, for the "Tracing ..." line: the command, all processes, or the pids with

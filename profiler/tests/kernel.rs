@@ -90,6 +90,7 @@ fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Ses
         group_exit,
         follow_forks: true,
         off_cpu: false,
+        slow: None,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
 }
@@ -551,6 +552,7 @@ fn nonexistent_pid_is_refused() {
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: false,
+        slow: None,
     })
     .err()
     .expect("a pid that does not exist is an error")
@@ -610,6 +612,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             group_exit: GroupExit::Auto,
             follow_forks: true,
             off_cpu: false,
+            slow: None,
         })
         .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
         child.resume();
@@ -701,6 +704,7 @@ fn off_cpu_session(syscalls: &[&str]) -> Session {
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: true,
+        slow: None,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu failed: {e}"))
 }

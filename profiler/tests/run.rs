@@ -42,6 +42,8 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         idle_conns: 0,
         lt_epollout: false,
         off_cpu: true,
+        slow: None,
+        slow_top: 10,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),
         server_bin: servers_binary(),
         timeout: Duration::from_secs(5),

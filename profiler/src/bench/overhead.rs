@@ -259,6 +259,7 @@ fn measure_one(
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: m.config == Config::ProfilerOffCpu,
+        slow: None,
     })?;
     let ns = run(m.workload);
     let runs = session.program_run_stats();

@@ -23,8 +23,8 @@ use aya::{
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
-    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout, SyscallSlot,
-    encode_slot_entry, forked_process_indexes,
+    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout,
+    SLOW_RING_BYTES, SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry, forked_process_indexes,
 };
 
 pub use self::{
@@ -72,6 +72,9 @@ pub struct SessionConfig {
     /// Split each call's time into on-CPU, blocked and runnable (`--off-cpu`): attaches
     /// `sched_switch` and `sched_wakeup` and keeps one more entry per thread id.
     pub off_cpu: bool,
+    /// `--slow`: send every call at least this long, with its stacks, to user space
+    /// ([`Session::take_slow_maps`]); turns the split on, which the records carry.
+    pub slow: Option<Duration>,
 }
 
 /// Which programs a [`Session`] attaches.
@@ -118,6 +121,8 @@ pub struct Session {
     armed_at: Instant,
     /// Whether calls are split into on-CPU, blocked and runnable time (`--off-cpu`).
     off_cpu: bool,
+    /// Whether slow calls are sent to user space (`--slow`).
+    slow: bool,
     /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
     cgroups: Vec<String>,
 }
@@ -205,8 +210,17 @@ impl Session {
             }
         }
 
-        // The split is the profiler programs' (the benchmark's limits have no sched programs).
-        let split = u8::from(config.off_cpu && config.programs == Programs::Profiler);
+        let slow_ns = match config.slow {
+            Some(d) if config.programs == Programs::Profiler => {
+                u64::try_from(d.as_nanos()).unwrap_or(u64::MAX).max(1)
+            }
+            _ => 0,
+        };
+        // The split is the profiler programs' (the benchmark's limits have no sched programs);
+        // --slow needs it (a slow call's record carries it, and its kernel stack is taken at a
+        // switch-out).
+        let split =
+            u8::from((config.off_cpu || slow_ns != 0) && config.programs == Programs::Profiler);
         let mut layout = config.group_exit.layout(&config.syscalls)?;
         if split != 0 {
             layout::add_off_cpu(&mut layout)?;
@@ -231,7 +245,13 @@ impl Session {
             .override_global("LAYOUT", &layout, true)
             .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
             .override_global("SPLIT_OFF_CPU", &split, true)
+            .override_global("SLOW_NS", &slow_ns, true)
             .map_max_entries("OFF_CPU", if split != 0 { pid_max } else { 1 })
+            .map_max_entries(
+                "SLOW_CALLS",
+                if slow_ns != 0 { SLOW_RING_BYTES } else { 4096 },
+            )
+            .map_max_entries("STACKS", if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 })
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .map_max_entries("TIMER_START", pid_max)
@@ -251,6 +271,7 @@ impl Session {
             links: Vec::new(),
             armed_at: Instant::now(),
             off_cpu: split != 0,
+            slow: slow_ns != 0,
         };
         session.write_slots()?;
         session.write_cgroups(&cgroups)?;
@@ -347,6 +368,26 @@ impl Session {
             .get(&pid, 0)
             .map_err(|e| SetupError::bpf("reading TRACKED", e))?;
         Ok(index != 0)
+    }
+
+    /// `--slow`: the ring buffer, stack map and loss counter, for a [`crate::slow::Collector`]
+    /// (once; `None` without `--slow`).
+    pub fn take_slow_maps(&mut self) -> Result<Option<crate::slow::SlowMaps>, SetupError> {
+        if !self.slow || self.ebpf.map("SLOW_CALLS").is_none() {
+            return Ok(None);
+        }
+        let mut take = |name: &str| {
+            self.ebpf.take_map(name).ok_or_else(|| {
+                SetupError::bpf(format!("map {name}"), anyhow::anyhow!("already taken"))
+            })
+        };
+        let (ring, stacks, lost) = (take("SLOW_CALLS")?, take("STACKS")?, take("SLOW_LOST")?);
+        let bpf = |name: &str, e: aya::maps::MapError| SetupError::bpf(format!("map {name}"), e);
+        Ok(Some(crate::slow::SlowMaps {
+            ring: aya::maps::RingBuf::try_from(ring).map_err(|e| bpf("SLOW_CALLS", e))?,
+            stacks: aya::maps::StackTraceMap::try_from(stacks).map_err(|e| bpf("STACKS", e))?,
+            lost: PerCpuArray::try_from(lost).map_err(|e| bpf("SLOW_LOST", e))?,
+        }))
     }
 
     /// Moves kernel-side log records to the `log` crate.

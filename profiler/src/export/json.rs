@@ -86,6 +86,8 @@ struct MeasurementJson<'a> {
     syscalls: Vec<SyscallJson<'a>>,
     processes: Vec<ProcessJson<'a>>,
     dropped: DroppedJson,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    slow: Option<&'a crate::slow::SlowReport>,
 }
 
 impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
@@ -104,6 +106,7 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
                 .collect(),
             processes: processes(&m.syscalls),
             dropped: DroppedJson::from(&m.syscalls),
+            slow: m.slow.as_ref(),
         }
     }
 }

@@ -26,6 +26,7 @@ use crate::{
     cli::ExportArgs,
     report::document::Document,
     run::model::PairedChange,
+    slow::SlowReport,
     stats::{Snapshot, SyscallSummary},
 };
 
@@ -121,6 +122,8 @@ pub struct Measurement {
     /// Why this run (or, for an aggregate, one of its variant's runs) failed: its figures are
     /// not a measurement of the server, and are not compared.
     pub failure: Option<String>,
+    /// `--slow`: the calls past the threshold, grouped by stack.
+    pub slow: Option<SlowReport>,
 }
 
 /// Everything an export writes.
@@ -189,9 +192,19 @@ impl ExportData {
                 syscalls,
                 load: None,
                 failure: None,
+                slow: None,
             }],
         )
         .partial(partial)
+    }
+
+    /// The same, with `--slow`'s report in the one measurement.
+    #[must_use]
+    pub fn with_slow(mut self, slow: Option<SlowReport>) -> Self {
+        if let Some(m) = self.measurements.first_mut() {
+            m.slow = slow;
+        }
+        self
     }
 
     /// Measurements with no report, comparison or failure of their own.

@@ -12,6 +12,9 @@ use crate::{
     stats::SyscallSummary,
 };
 
+/// The title of `--slow`'s section.
+pub const SLOW_TITLE: &str = "Slowest calls";
+
 /// The report built from the measurements alone.
 #[must_use]
 pub fn document(data: &ExportData) -> Document {
@@ -44,6 +47,9 @@ pub fn document(data: &ExportData) -> Document {
                 format!("{}: {}", table::process_title(&m.syscalls), m.label()),
                 table::process_summary(&m.syscalls),
             ));
+        }
+        if let Some(slow) = &m.slow {
+            sections.push(slow.section(&format!("{}: {}", SLOW_TITLE, m.label())));
         }
     }
     Document {

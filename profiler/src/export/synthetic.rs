@@ -250,6 +250,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
                     syscalls: snap,
                     load: Some(l.clone()),
                     failure: None,
+                    slow: None,
                 });
                 loads.push(l);
             }
@@ -273,6 +274,7 @@ pub fn run_data(shape: &Shape) -> ExportData {
                     server_on_cpu_ns: None,
                 }),
                 failure: None,
+                slow: None,
             });
         }
     }

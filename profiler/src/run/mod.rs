@@ -146,6 +146,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                         .server_died
                         .as_ref()
                         .map(|how| format!("the server {how}")),
+                    slow: r.slow.clone(),
                 });
             }
             if runs.len() > 1 {
@@ -156,6 +157,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     syscalls: v.merged_syscalls(),
                     load: Some(load_summary(&runs)),
                     failure: v.failure.clone(),
+                    slow: v.merged_slow(),
                 });
             }
         }
@@ -310,6 +312,10 @@ pub struct RunOptions {
     pub lt_epollout: bool,
     /// Split each call into on-CPU, blocked and runnable time (on unless `--no-off-cpu`).
     pub off_cpu: bool,
+    /// `--slow`: record the calls at least this long with their stacks.
+    pub slow: Option<Duration>,
+    /// `--slow-top`: how many stacks the report shows per variant.
+    pub slow_top: u32,
     /// Syscalls to time.
     pub syscalls: Vec<Syscall>,
     /// The `servers` binary.
@@ -560,6 +566,7 @@ fn measure_run(
                 group_exit: GroupExit::Auto,
                 follow_forks: true,
                 off_cpu: options.off_cpu,
+                slow: options.slow,
             })?;
             *session.borrow_mut() = Some(s);
         }
@@ -603,6 +610,19 @@ fn measure_run(
     if let Some(s) = &mut session {
         s.reset()?;
     }
+    // --slow: from the reset on, like the counters (what the warm-up left is skipped).
+    let slow = match (&mut session, options.slow) {
+        (Some(s), Some(threshold)) => s.take_slow_maps()?.map(|maps| {
+            crate::slow::Collector::spawn(
+                maps,
+                options.syscalls.iter().map(|s| s.name.clone()).collect(),
+                threshold,
+                options.slow_top,
+            )
+            .since(crate::slow::monotonic_ns())
+        }),
+        _ => None,
+    };
     let pids = match &session {
         Some(s) => s.tracked_pids()?,
         None => vec![server.pid()],
@@ -625,6 +645,7 @@ fn measure_run(
         .map(|how| format!("{how}{}", server.stderr_tail()));
     drop(idle);
     drop(session);
+    let slow = slow.map(crate::slow::Collector::finish);
     server.stop(kind == RunKind::Strace && !cancel.load(Ordering::Relaxed))?;
     let load = load?;
     if load.interrupted {
@@ -647,6 +668,7 @@ fn measure_run(
         server_cpu,
         server_died,
         warmup_requests,
+        slow,
     }))
 }
 

@@ -106,6 +106,8 @@ pub struct RunResult {
     /// Requests of the warm-up before the measured window (ok + failed): strace sees the
     /// server's whole life, so its calls per request count them too.
     pub warmup_requests: u64,
+    /// `--slow`: the run's calls past the threshold (profiled runs only).
+    pub slow: Option<crate::slow::SlowReport>,
 }
 
 impl RunResult {
@@ -150,6 +152,19 @@ impl VariantResult {
             merged.merge(&run.syscalls);
         }
         merged
+    }
+
+    /// `--slow`: the slow calls of every profiled run together.
+    #[must_use]
+    pub fn merged_slow(&self) -> Option<crate::slow::SlowReport> {
+        let mut runs = self
+            .of_kind(RunKind::Profiled)
+            .filter_map(|r| r.slow.as_ref());
+        let mut merged = runs.next()?.clone();
+        for r in runs {
+            merged.merge(r);
+        }
+        Some(merged)
     }
 }
 

@@ -127,6 +127,8 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         idle_conns: args.idle_conns as usize,
         lt_epollout: args.lt_epollout,
         off_cpu: !args.no_off_cpu,
+        slow: args.slow.slow,
+        slow_top: args.slow.slow_top,
         syscalls: Syscall::resolve_list(&args.syscalls)?,
         server_bin,
         timeout: args.timeout,

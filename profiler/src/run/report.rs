@@ -116,11 +116,27 @@ fn part(s: &ScenarioResult) -> Part {
     sections.extend(side_by_side(s));
     sections.extend(baseline_section(s));
     sections.extend(strace_sections(s));
+    sections.extend(slow_sections(s));
     Part {
         heading,
         notes,
         sections,
     }
+}
+
+/// `--slow`: per variant, its slowest calls over the profiled runs, grouped by stack.
+fn slow_sections(s: &ScenarioResult) -> Vec<Section> {
+    s.variants
+        .iter()
+        .filter_map(|v| {
+            let slow = v.merged_slow()?;
+            Some(slow.section(&format!(
+                "{}: {}",
+                crate::export::summary::SLOW_TITLE,
+                v.variant
+            )))
+        })
+        .collect()
 }
 
 fn runs_sections(s: &ScenarioResult) -> Vec<Section> {

@@ -1,0 +1,609 @@
+//! `--slow THRESHOLD`: the traced calls that lasted at least the threshold, each with where it
+//! waited (the kernel stack at its longest switch-out) and which code made it (the user stack at
+//! its return), grouped by identical stacks.
+//!
+//! The exit program sends each slow call through a ring buffer ([`SlowCall`]); a
+//! [`Collector`] thread reads it as records arrive (so a process's mappings are read while it
+//! still runs), symbolizes each new stack once ([`symbols`]) and adds the call to its group.
+//! Calls the ring buffer had no room for are counted in the kernel and reported, never dropped
+//! silently.
+
+pub mod symbols;
+
+use std::{
+    collections::HashMap,
+    os::fd::AsRawFd as _,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
+use profiler_common::{STACK_NOT_TAKEN, SlowCall};
+use serde::Serialize;
+
+use self::symbols::{Frame, Symbols};
+use crate::report::{document::Section, table::Table, units::duration};
+
+/// What the kernel side of `--slow` hands user space: the ring buffer, the stacks, the losses.
+pub struct SlowMaps {
+    /// The slow calls, as the exit program writes them.
+    pub ring: RingBuf<MapData>,
+    /// The stacks their ids name.
+    pub stacks: StackTraceMap<MapData>,
+    /// Calls the ring buffer had no room for, per CPU.
+    pub lost: PerCpuArray<MapData, u64>,
+}
+
+/// The slowest call of a group, as it was recorded.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SlowSample {
+    /// Process id.
+    pub pid: u32,
+    /// Thread id.
+    pub tid: u32,
+    /// The thread's name.
+    pub comm: String,
+    /// Latency, ns.
+    pub duration_ns: u64,
+    /// Time running, ns.
+    pub on_cpu_ns: u64,
+    /// Time switched out and not runnable, ns.
+    pub blocked_ns: u64,
+    /// Time runnable but not running, ns.
+    pub runnable_ns: u64,
+    /// Return value (negative: -errno).
+    pub ret: i64,
+}
+
+/// The slow calls of one syscall that had the same stacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct SlowGroup {
+    /// The syscall.
+    pub syscall: String,
+    /// How many calls.
+    pub count: u64,
+    /// Their total latency, ns.
+    pub total_ns: u64,
+    /// Their total time switched out and not runnable, ns.
+    pub blocked_ns: u64,
+    /// Their total time runnable but not running, ns.
+    pub runnable_ns: u64,
+    /// The slowest of them.
+    pub slowest: SlowSample,
+    /// Where they waited longest (the kernel stack at the longest switch-out), innermost
+    /// first; empty when they never left the CPU or the stack was not recorded (`kernel_note`).
+    pub kernel_stack: Vec<Frame>,
+    /// Why `kernel_stack` is empty, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kernel_note: Option<String>,
+    /// The code that made the call (the user stack at its return), innermost first.
+    pub user_stack: Vec<Frame>,
+    /// Why `user_stack` is empty, when it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_note: Option<String>,
+}
+
+impl SlowGroup {
+    /// Mean latency, ns.
+    #[must_use]
+    pub fn mean_ns(&self) -> u64 {
+        self.total_ns / self.count.max(1)
+    }
+
+    /// Mean on-CPU time, ns.
+    #[must_use]
+    pub fn mean_on_cpu_ns(&self) -> u64 {
+        self.total_ns
+            .saturating_sub(self.blocked_ns + self.runnable_ns)
+            / self.count.max(1)
+    }
+}
+
+/// Everything `--slow` found in one trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct SlowReport {
+    /// The threshold, ns.
+    pub threshold_ns: u64,
+    /// Slow calls recorded.
+    pub recorded: u64,
+    /// Slow calls the ring buffer had no room for (not in `groups`).
+    pub lost: u64,
+    /// How many groups the reports show (`--slow-top`); `groups` has them all.
+    pub top: u32,
+    /// One per syscall and pair of stacks, the group with the slowest call first.
+    pub groups: Vec<SlowGroup>,
+}
+
+impl SlowReport {
+    /// Adds `other`'s calls (another run of the same experiment).
+    pub fn merge(&mut self, other: &Self) {
+        self.threshold_ns = self.threshold_ns.max(other.threshold_ns);
+        self.top = self.top.max(other.top);
+        self.recorded += other.recorded;
+        self.lost += other.lost;
+        for group in &other.groups {
+            let same = self.groups.iter_mut().find(|g| {
+                g.syscall == group.syscall
+                    && g.kernel_stack == group.kernel_stack
+                    && g.user_stack == group.user_stack
+            });
+            match same {
+                Some(g) => g.absorb(group),
+                None => self.groups.push(group.clone()),
+            }
+        }
+        sort_slowest_first(&mut self.groups);
+    }
+
+    /// The first line: threshold, counts, losses.
+    #[must_use]
+    pub fn summary(&self) -> String {
+        let mut line = format!(
+            "{} call{} of {} or more, {} stack{}",
+            self.recorded,
+            if self.recorded == 1 { "" } else { "s" },
+            duration(self.threshold_ns),
+            self.groups.len(),
+            if self.groups.len() == 1 { "" } else { "s" },
+        );
+        if self.lost > 0 {
+            line.push_str(&format!(
+                "; ring buffer full: {} slow calls not recorded",
+                self.lost
+            ));
+        } else {
+            line.push_str("; none lost");
+        }
+        line
+    }
+
+    /// The terminal's form: the `top` groups with the slowest calls, each with its stacks.
+    #[must_use]
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let top = self.top as usize;
+        let mut out = format!(
+            "\nSlowest calls (--slow: {}; by slowest call, top {top}):\n",
+            self.summary(),
+        );
+        for (i, g) in self.groups.iter().take(top).enumerate() {
+            let s = &g.slowest;
+            let _ = writeln!(
+                out,
+                "#{} {}: {} call{}, slowest {} (on-CPU {}, blocked {}, runnable {}), mean {}; slowest by pid {} tid {} '{}', returned {}",
+                i + 1,
+                g.syscall,
+                g.count,
+                if g.count == 1 { "" } else { "s" },
+                duration(s.duration_ns),
+                duration(s.on_cpu_ns),
+                duration(s.blocked_ns),
+                duration(s.runnable_ns),
+                duration(g.mean_ns()),
+                s.pid,
+                s.tid,
+                s.comm,
+                s.ret,
+            );
+            let _ = writeln!(out, "    kernel, where it waited longest:");
+            write_stack(&mut out, &g.kernel_stack, g.kernel_note.as_deref());
+            let _ = writeln!(out, "    user, the code that called:");
+            write_stack(&mut out, &g.user_stack, g.user_note.as_deref());
+        }
+        out
+    }
+
+    /// The same as a report section (Markdown, HTML, JSON report): a row per group, the stacks
+    /// as frames joined innermost first.
+    #[must_use]
+    pub fn section(&self, title: &str) -> Section {
+        let top = self.top as usize;
+        let mut table = Table::new([
+            "#",
+            "syscall",
+            "calls",
+            "slowest",
+            "on-CPU",
+            "blocked",
+            "runnable",
+            "mean",
+            "slowest call",
+            "kernel stack",
+            "user stack",
+        ]);
+        for (i, g) in self.groups.iter().take(top).enumerate() {
+            let s = &g.slowest;
+            table.row([
+                (i + 1).to_string(),
+                g.syscall.clone(),
+                g.count.to_string(),
+                duration(s.duration_ns),
+                duration(s.on_cpu_ns),
+                duration(s.blocked_ns),
+                duration(s.runnable_ns),
+                duration(g.mean_ns()),
+                format!("pid {} tid {} '{}' ret {}", s.pid, s.tid, s.comm, s.ret),
+                joined(&g.kernel_stack, g.kernel_note.as_deref()),
+                joined(&g.user_stack, g.user_note.as_deref()),
+            ]);
+        }
+        let mut section = Section::new(title, table);
+        section.notes.push(format!("--slow: {}", self.summary()));
+        section
+            .notes
+            .push("Stacks innermost first; the kernel stack is taken where the call waited longest (its longest time off the CPU), the user stack at its return.".to_owned());
+        section
+    }
+}
+
+fn write_stack(out: &mut String, frames: &[Frame], note: Option<&str>) {
+    use std::fmt::Write as _;
+    if frames.is_empty() {
+        let _ = writeln!(out, "      ({})", note.unwrap_or("empty"));
+    }
+    for f in frames {
+        let _ = writeln!(out, "      {}", f.short());
+    }
+}
+
+fn joined(frames: &[Frame], note: Option<&str>) -> String {
+    if frames.is_empty() {
+        return format!("({})", note.unwrap_or("empty"));
+    }
+    frames
+        .iter()
+        .map(Frame::short)
+        .collect::<Vec<_>>()
+        .join(" ← ")
+}
+
+impl SlowGroup {
+    fn absorb(&mut self, other: &Self) {
+        self.count += other.count;
+        self.total_ns += other.total_ns;
+        self.blocked_ns += other.blocked_ns;
+        self.runnable_ns += other.runnable_ns;
+        if other.slowest.duration_ns > self.slowest.duration_ns {
+            self.slowest = other.slowest.clone();
+        }
+    }
+}
+
+fn sort_slowest_first(groups: &mut [SlowGroup]) {
+    groups.sort_by(|a, b| {
+        b.slowest
+            .duration_ns
+            .cmp(&a.slowest.duration_ns)
+            .then(b.count.cmp(&a.count))
+    });
+}
+
+/// Why a stack id names no stack.
+fn stack_note(id: i32, user: bool) -> String {
+    match id {
+        STACK_NOT_TAKEN => "never left the CPU: no switch-out to take a kernel stack at".to_owned(),
+        e if e == -libc::EEXIST => {
+            "not recorded: another stack held its slot in the stack map".to_owned()
+        }
+        e if e == -libc::EFAULT && user => {
+            "not recorded: the user stack could not be read".to_owned()
+        }
+        e if e < 0 => format!("not recorded (error {})", -e),
+        _ => "missing from the stack map".to_owned(),
+    }
+}
+
+/// The state the collector thread builds.
+struct Groups {
+    syscalls: Vec<String>,
+    symbols: Symbols,
+    /// Kernel stack id → frames (ids are never reused: the map has no REUSE flag).
+    kernel: HashMap<i32, Vec<Frame>>,
+    /// (pid, user stack id) → frames: the same addresses mean other code in another process.
+    user: HashMap<(u32, i32), Vec<Frame>>,
+    groups: HashMap<GroupKey, SlowGroup>,
+    recorded: u64,
+}
+
+/// A group: the syscall's slot, the kernel stack, the user stack.
+type GroupKey = (u32, Vec<Frame>, Vec<Frame>);
+
+impl Groups {
+    fn add(&mut self, call: &SlowCall, stacks: &StackTraceMap<MapData>) {
+        let comm = comm_of(&call.comm);
+        // While the process most likely still runs: its mappings, for the user stack.
+        self.symbols.note_process(call.pid, &comm);
+        let kernel = match self.kernel.get(&call.kernel_stack) {
+            Some(f) => f.clone(),
+            None => {
+                let frames = addresses(stacks, call.kernel_stack)
+                    .map(|a| self.symbols.kernel(&a))
+                    .unwrap_or_default();
+                if call.kernel_stack >= 0 {
+                    self.kernel.insert(call.kernel_stack, frames.clone());
+                }
+                frames
+            }
+        };
+        let user_key = (call.pid, call.user_stack);
+        let user = match self.user.get(&user_key) {
+            Some(f) => f.clone(),
+            None => {
+                let frames = addresses(stacks, call.user_stack)
+                    .map(|a| self.symbols.user(call.pid, &comm, &a))
+                    .unwrap_or_default();
+                if call.user_stack >= 0 {
+                    self.user.insert(user_key, frames.clone());
+                }
+                frames
+            }
+        };
+        let on_cpu = call
+            .duration_ns
+            .saturating_sub(call.blocked_ns + call.runnable_ns);
+        let sample = SlowSample {
+            pid: call.pid,
+            tid: call.tid,
+            comm,
+            duration_ns: call.duration_ns,
+            on_cpu_ns: on_cpu,
+            blocked_ns: call.blocked_ns,
+            runnable_ns: call.runnable_ns,
+            ret: call.ret,
+        };
+        let syscall = self
+            .syscalls
+            .get(call.slot as usize)
+            .cloned()
+            .unwrap_or_else(|| format!("slot {}", call.slot));
+        let one = SlowGroup {
+            syscall,
+            count: 1,
+            total_ns: call.duration_ns,
+            blocked_ns: call.blocked_ns,
+            runnable_ns: call.runnable_ns,
+            slowest: sample,
+            kernel_note: kernel
+                .is_empty()
+                .then(|| stack_note(call.kernel_stack, false)),
+            user_note: user.is_empty().then(|| stack_note(call.user_stack, true)),
+            kernel_stack: kernel.clone(),
+            user_stack: user.clone(),
+        };
+        self.recorded += 1;
+        self.groups
+            .entry((call.slot, kernel, user))
+            .and_modify(|g| g.absorb(&one))
+            .or_insert(one);
+    }
+}
+
+fn comm_of(raw: &[u8; 16]) -> String {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    String::from_utf8_lossy(&raw[..end]).into_owned()
+}
+
+/// The instruction pointers of stack `id`, innermost first.
+fn addresses(stacks: &StackTraceMap<MapData>, id: i32) -> Option<Vec<u64>> {
+    let id = u32::try_from(id).ok()?;
+    let trace = stacks.get(&id, 0).ok()?;
+    Some(trace.frames().iter().map(|f| f.ip).collect())
+}
+
+/// The thread that reads the slow calls as they arrive.
+pub struct Collector {
+    stop: Arc<AtomicBool>,
+    thread: JoinHandle<(HashMap<GroupKey, SlowGroup>, u64, SlowMaps)>,
+    threshold: Duration,
+    top: u32,
+    /// Calls that returned before this (`bpf_ktime_get_ns`) are skipped.
+    since_ns: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, which stamps [`SlowCall::end_ns`].
+#[must_use]
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+impl Collector {
+    /// Starts reading `maps`; `syscalls` are the session's, in slot order; the report will
+    /// show the `top` slowest groups.
+    #[must_use]
+    pub fn spawn(maps: SlowMaps, syscalls: Vec<String>, threshold: Duration, top: u32) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        let since_ns = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let since = Arc::clone(&since_ns);
+        let thread = std::thread::spawn(move || {
+            let mut maps = maps;
+            let mut groups = Groups {
+                syscalls,
+                symbols: Symbols::new(),
+                kernel: HashMap::new(),
+                user: HashMap::new(),
+                groups: HashMap::new(),
+                recorded: 0,
+            };
+            loop {
+                // Read the stop flag before draining, so the last drain follows the detach.
+                let stopping = flag.load(Ordering::Acquire);
+                drain(&mut maps, &mut groups, since.load(Ordering::Relaxed));
+                if stopping {
+                    break;
+                }
+                wait_readable(&maps.ring, Duration::from_millis(50));
+            }
+            (groups.groups, groups.recorded, maps)
+        });
+        Self {
+            stop,
+            thread,
+            threshold,
+            top,
+            since_ns,
+        }
+    }
+
+    /// Skips the calls that returned before `ns` (CLOCK_MONOTONIC, [`monotonic_ns`]): what a
+    /// warm-up before a counter reset left in the ring buffer.
+    #[must_use]
+    pub fn since(self, ns: u64) -> Self {
+        self.since_ns.store(ns, Ordering::Relaxed);
+        self
+    }
+
+    /// Reads what is left (call it once the programs are detached) and returns the report.
+    #[must_use]
+    pub fn finish(self) -> SlowReport {
+        self.stop.store(true, Ordering::Release);
+        let threshold_ns = u64::try_from(self.threshold.as_nanos()).unwrap_or(u64::MAX);
+        let Ok((groups, recorded, maps)) = self.thread.join() else {
+            return SlowReport {
+                threshold_ns,
+                top: self.top,
+                ..SlowReport::default()
+            };
+        };
+        let lost = maps
+            .lost
+            .get(&0, 0)
+            .map(|per_cpu| per_cpu.iter().sum())
+            .unwrap_or(0);
+        let mut list: Vec<SlowGroup> = groups.into_values().collect();
+        sort_slowest_first(&mut list);
+        SlowReport {
+            threshold_ns,
+            recorded,
+            lost,
+            top: self.top,
+            groups: list,
+        }
+    }
+}
+
+fn drain(maps: &mut SlowMaps, groups: &mut Groups, since_ns: u64) {
+    while let Some(item) = maps.ring.next() {
+        if item.len() < size_of::<SlowCall>() {
+            continue;
+        }
+        // SAFETY: the kernel wrote a whole SlowCall (checked length); read unaligned, as the
+        // ring buffer only promises 8-byte alignment, which SlowCall needs anyway.
+        let call: SlowCall = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+        drop(item);
+        if call.end_ns >= since_ns {
+            groups.add(&call, &maps.stacks);
+        }
+    }
+}
+
+/// Waits until the ring buffer has data, at most `limit`.
+fn wait_readable(ring: &RingBuf<MapData>, limit: Duration) {
+    let mut fd = libc::pollfd {
+        fd: ring.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
+    // SAFETY: one valid pollfd for the duration of the call.
+    unsafe { libc::poll(&mut fd, 1, ms) };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn group(syscall: &str, slowest: u64, count: u64, user: &str) -> SlowGroup {
+        SlowGroup {
+            syscall: syscall.into(),
+            count,
+            total_ns: slowest * count,
+            blocked_ns: slowest * count / 2,
+            runnable_ns: 0,
+            slowest: SlowSample {
+                pid: 1,
+                tid: 1,
+                comm: "x".into(),
+                duration_ns: slowest,
+                on_cpu_ns: slowest / 2,
+                blocked_ns: slowest / 2,
+                runnable_ns: 0,
+                ret: 1,
+            },
+            kernel_stack: vec![],
+            kernel_note: Some(stack_note(STACK_NOT_TAKEN, false)),
+            user_stack: vec![Frame {
+                function: user.into(),
+                module: Some("/tmp/helper".into()),
+            }],
+            user_note: None,
+        }
+    }
+
+    #[test]
+    fn merging_runs_adds_up_the_same_stacks_and_keeps_the_slowest_first() {
+        let mut a = SlowReport {
+            threshold_ns: 10_000_000,
+            recorded: 3,
+            lost: 1,
+            top: 1,
+            groups: vec![group("read", 20_000_000, 3, "slow_path")],
+        };
+        let b = SlowReport {
+            threshold_ns: 10_000_000,
+            recorded: 2,
+            lost: 0,
+            top: 10,
+            groups: vec![
+                group("read", 30_000_000, 1, "slow_path"),
+                group("read", 25_000_000, 1, "other"),
+            ],
+        };
+        a.merge(&b);
+        assert_eq!((a.recorded, a.lost, a.groups.len()), (5, 1, 2));
+        assert_eq!(a.groups[0].count, 4);
+        assert_eq!(a.groups[0].slowest.duration_ns, 30_000_000);
+        assert_eq!(a.groups[1].user_stack[0].function, "other");
+        let text = a.to_text();
+        assert!(
+            text.contains("ring buffer full: 1 slow calls not recorded"),
+            "{text}"
+        );
+        assert!(text.contains("slow_path (helper)"), "{text}");
+        assert!(text.contains("never left the CPU"), "{text}");
+        let section = a.section("Slowest calls");
+        assert_eq!(
+            section
+                .table
+                .as_ref()
+                .map(|t| t.to_markdown().lines().count()),
+            Some(4),
+            "a header, its rule and the two groups (top 10 after the merge)"
+        );
+    }
+
+    #[test]
+    fn stack_errors_are_named() {
+        assert!(stack_note(-libc::EEXIST, true).contains("another stack"));
+        assert!(stack_note(-libc::EFAULT, true).contains("could not be read"));
+        assert!(stack_note(STACK_NOT_TAKEN, false).contains("never left the CPU"));
+    }
+
+    #[test]
+    fn comm_stops_at_the_first_nul() {
+        let mut raw = [0u8; 16];
+        raw[..6].copy_from_slice(b"helper");
+        assert_eq!(comm_of(&raw), "helper");
+        assert_eq!(comm_of(&[b'a'; 16]), "a".repeat(16));
+    }
+}

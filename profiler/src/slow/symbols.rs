@@ -1,0 +1,296 @@
+//! Names for the addresses of a `--slow` stack: kernel ones from kallsyms, user ones from the
+//! ELF symbols and DWARF of the file each address lies in (blazesym).
+//!
+//! A user address means something only in its process's address space, which is gone once the
+//! process exits; a slow call's record often arrives just before. So the mappings of a process
+//! (`/proc/PID/maps`) are read the first time one of its calls arrives and kept: an address is
+//! turned into (file, offset in the file) from them, and the file is symbolized by path, which
+//! works after the exit too. They are read again when an address is not in them (a library
+//! loaded later) or the thread's name changed (an exec).
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+};
+
+use blazesym::symbolize::{
+    Input, Symbolized, Symbolizer,
+    source::{Elf, Kernel, Source},
+};
+use serde::Serialize;
+
+/// One frame of a symbolized stack.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct Frame {
+    /// The function ("tcp_close", "slow_path"), or the address in hex when it has no name.
+    pub function: String,
+    /// The file it lies in (user frames), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+}
+
+impl Frame {
+    fn named(function: impl Into<String>, module: Option<&Path>) -> Self {
+        Self {
+            function: function.into(),
+            module: module.map(|m| m.display().to_string()),
+        }
+    }
+
+    /// "slow_path (helper)": the function and its file's name, for the terminal.
+    #[must_use]
+    pub fn short(&self) -> String {
+        match &self.module {
+            Some(m) => format!(
+                "{} ({})",
+                self.function,
+                Path::new(m)
+                    .file_name()
+                    .map_or_else(|| m.clone(), |f| f.to_string_lossy().into_owned())
+            ),
+            None => self.function.clone(),
+        }
+    }
+}
+
+/// One mapping of a file into a process.
+#[derive(Clone, Debug)]
+struct Mapping {
+    start: u64,
+    end: u64,
+    offset: u64,
+    path: PathBuf,
+}
+
+/// A process's file mappings, as read from `/proc/PID/maps`, and its name then.
+#[derive(Clone, Debug, Default)]
+struct ProcessMaps {
+    comm: String,
+    mappings: Vec<Mapping>,
+}
+
+impl ProcessMaps {
+    fn read(pid: u32, comm: &str) -> Option<Self> {
+        let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
+        Some(Self {
+            comm: comm.to_owned(),
+            mappings: parse_maps(&text),
+        })
+    }
+
+    fn locate(&self, address: u64) -> Option<&Mapping> {
+        self.mappings
+            .iter()
+            .find(|m| m.start <= address && address < m.end)
+    }
+}
+
+/// The file-backed mappings of a `/proc/PID/maps` text ("start-end perms offset dev inode path").
+fn parse_maps(text: &str) -> Vec<Mapping> {
+    text.lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace();
+            let (start, end) = fields.next()?.split_once('-')?;
+            let _perms = fields.next()?;
+            let offset = fields.next()?;
+            let _dev = fields.next()?;
+            let inode = fields.next()?;
+            let path = fields.collect::<Vec<_>>().join(" ");
+            if inode == "0" || !path.starts_with('/') {
+                return None;
+            }
+            Some(Mapping {
+                start: u64::from_str_radix(start, 16).ok()?,
+                end: u64::from_str_radix(end, 16).ok()?,
+                offset: u64::from_str_radix(offset, 16).ok()?,
+                path: PathBuf::from(path.trim_end_matches(" (deleted)")),
+            })
+        })
+        .collect()
+}
+
+/// Turns stack addresses into frames; keeps what it read (mappings, parsed files).
+pub struct Symbols {
+    symbolizer: Symbolizer,
+    kernel: Source<'static>,
+    processes: HashMap<u32, ProcessMaps>,
+}
+
+impl Default for Symbols {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Symbols {
+    /// A symbolizer for this machine's kernel (kallsyms) and its processes.
+    #[must_use]
+    pub fn new() -> Self {
+        let kernel = Kernel {
+            // kallsyms has every function's address; a vmlinux search only costs time here.
+            vmlinux: blazesym::MaybeDefault::None,
+            debug_syms: false,
+            ..Kernel::default()
+        };
+        Self {
+            symbolizer: Symbolizer::builder().enable_code_info(false).build(),
+            kernel: Source::Kernel(kernel),
+            processes: HashMap::new(),
+        }
+    }
+
+    /// Reads the mappings of `pid` now, unless they are known and its name is still `comm`:
+    /// called as soon as one of its calls arrives, while it most likely still runs.
+    pub fn note_process(&mut self, pid: u32, comm: &str) {
+        let known = self.processes.get(&pid).is_some_and(|p| p.comm == comm);
+        if !known && let Some(maps) = ProcessMaps::read(pid, comm) {
+            self.processes.insert(pid, maps);
+        }
+    }
+
+    /// Kernel addresses, innermost first.
+    pub fn kernel(&self, addresses: &[u64]) -> Vec<Frame> {
+        match self
+            .symbolizer
+            .symbolize(&self.kernel, Input::AbsAddr(addresses))
+        {
+            Ok(symbols) => symbols
+                .iter()
+                .zip(addresses)
+                .map(|(s, &a)| frame_of(s, a, None))
+                .collect(),
+            Err(e) => {
+                log::debug!("kernel symbolization failed: {e}");
+                addresses.iter().map(|&a| unknown(a, None)).collect()
+            }
+        }
+    }
+
+    /// User addresses of process `pid`, innermost first.
+    pub fn user(&mut self, pid: u32, comm: &str, addresses: &[u64]) -> Vec<Frame> {
+        self.note_process(pid, comm);
+        // A library mapped after the mappings were read: read them again if the process lives.
+        let stale = self.processes.get(&pid).is_none_or(|maps| {
+            addresses
+                .iter()
+                .any(|&a| maps.locate(a).is_none() && a < 0x8000_0000_0000)
+        });
+        if stale && let Some(maps) = ProcessMaps::read(pid, comm) {
+            self.processes.insert(pid, maps);
+        }
+        let Some(maps) = self.processes.get(&pid) else {
+            return addresses
+                .iter()
+                .map(|&a| Frame::named(format!("0x{a:x}"), Some(Path::new("[exited]"))))
+                .collect();
+        };
+        addresses
+            .iter()
+            .map(|&address| {
+                let Some(mapping) = maps.locate(address) else {
+                    return unknown(address, None);
+                };
+                let offset = address - mapping.start + mapping.offset;
+                // DWARF first (inlined and stripped functions); a file whose debug link leads
+                // nowhere readable (Debian's libc) fails as a whole, so then its ELF symbols.
+                let mut elf = Elf::new(&mapping.path);
+                let with_dwarf = self
+                    .symbolizer
+                    .symbolize_single(&Source::Elf(elf.clone()), Input::FileOffset(offset));
+                let symbolized = with_dwarf.or_else(|_| {
+                    elf.debug_syms = false;
+                    self.symbolizer
+                        .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
+                });
+                match symbolized {
+                    Ok(symbolized) => frame_of(&symbolized, address, Some(&mapping.path)),
+                    Err(_) => unknown(address, Some(&mapping.path)),
+                }
+            })
+            .collect()
+    }
+}
+
+fn frame_of(symbolized: &Symbolized<'_>, address: u64, module: Option<&Path>) -> Frame {
+    match symbolized {
+        Symbolized::Sym(sym) => Frame::named(sym.name.to_string(), module),
+        Symbolized::Unknown(_) => unknown(address, module),
+    }
+}
+
+fn unknown(address: u64, module: Option<&Path>) -> Frame {
+    Frame::named(format!("0x{address:x}"), module)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn maps_keep_file_mappings_with_their_offsets() {
+        let text = "\
+55d0c0a00000-55d0c0a01000 r--p 00000000 fe:01 1234    /tmp/helper
+55d0c0a01000-55d0c0a02000 r-xp 00001000 fe:01 1234    /tmp/helper
+7f0000000000-7f0000021000 rw-p 00000000 00:00 0       [heap]
+7f1000000000-7f1000100000 r-xp 00028000 fe:01 99      /usr/lib/x86_64-linux-gnu/libc.so.6
+7f2000000000-7f2000001000 r-xp 00000000 fe:01 77      /tmp/gone (deleted)
+";
+        let maps = parse_maps(text);
+        assert_eq!(maps.len(), 4);
+        let process = ProcessMaps {
+            comm: String::new(),
+            mappings: maps,
+        };
+        let m = process
+            .locate(0x55d0_c0a0_1234)
+            .expect("in the text mapping");
+        assert_eq!(m.path, Path::new("/tmp/helper"));
+        assert_eq!(0x55d0_c0a0_1234 - m.start + m.offset, 0x1234);
+        assert!(process.locate(0x7f00_0000_0010).is_none(), "no file");
+        assert_eq!(
+            process.locate(0x7f20_0000_0000).map(|m| m.path.clone()),
+            Some(PathBuf::from("/tmp/gone"))
+        );
+    }
+
+    #[test]
+    fn this_process_symbolizes_its_own_function() {
+        #[inline(never)]
+        fn marker() -> u64 {
+            marker as *const () as u64
+        }
+        let address = marker();
+        let mut symbols = Symbols::new();
+        let frames = symbols.user(std::process::id(), "test", &[address]);
+        assert!(
+            frames[0].function.contains("marker"),
+            "{:?} for our own function",
+            frames[0]
+        );
+    }
+
+    #[test]
+    fn kallsyms_names_a_kernel_function() {
+        // Root (the suite's user) sees kallsyms' addresses; others see zeros.
+        let text = std::fs::read_to_string("/proc/kallsyms").expect("/proc/kallsyms");
+        let address = text
+            .lines()
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let address = u64::from_str_radix(f.next()?, 16).ok()?;
+                let _kind = f.next()?;
+                (f.next()? == "do_sys_poll").then_some(address)
+            })
+            .expect("do_sys_poll in kallsyms");
+        if address == 0 {
+            assert_ne!(
+                unsafe { libc::geteuid() },
+                0,
+                "root sees kallsyms' addresses"
+            );
+            return;
+        }
+        let frames = Symbols::new().kernel(&[address + 1]);
+        assert_eq!(frames[0].function, "do_sys_poll");
+    }
+}
