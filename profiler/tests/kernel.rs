@@ -937,3 +937,205 @@ fn cgroups_are_traced_by_id_and_counted_apart() {
     assert_eq!((row(b.label()).calls, row(b.label()).errors), (500, 500));
     drop(session);
 }
+
+/// The C helper of the `--slow` tests (`tests/helpers/slow_path.c`), compiled with frame
+/// pointers into a scratch directory.
+fn slow_path_helper() -> std::path::PathBuf {
+    let dir = common::scratch("kernel", "slow-helper");
+    let binary = dir.join("slow_path");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/slow_path.c");
+    let status = std::process::Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&binary)
+        .arg(source)
+        .status()
+        .expect("running cc (gcc) for the --slow helper");
+    assert!(status.success(), "cc failed to build {source}");
+    binary
+}
+
+/// `--slow 10ms` through the same path as `attach --slow 10ms -- slow_path 3 20`: exactly the
+/// three reads slow_path() waits 20 ms in are reported, none of fast_path()'s sixty; the user
+/// stack names slow_path, the kernel stack the pipe it waited on.
+#[test]
+fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
+    let _serial = serial();
+    let helper = slow_path_helper();
+    let request = profiler::trace::TraceRequest {
+        syscalls: Syscall::resolve_list(&["read"]).unwrap(),
+        pids: vec![],
+        all: false,
+        children: true,
+        command: vec![helper.display().to_string(), "3".into(), "20".into()],
+        off_cpu: false,
+        cgroups: vec![],
+        slow: Some(Duration::from_millis(10)),
+        slow_top: 10,
+    };
+    let trace = profiler::trace::Trace::start(&request)
+        .unwrap_or_else(|e| panic!("starting the trace with --slow failed: {e:#}"));
+    let child = trace.child.as_ref().expect("a started command");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let mut status = None;
+    while status.is_none() || trace.session.any_tracked_alive().unwrap() {
+        assert!(std::time::Instant::now() < deadline, "the helper hung");
+        std::thread::sleep(Duration::from_millis(10));
+        if status.is_none() {
+            status = child.try_wait().unwrap();
+        }
+    }
+    assert_eq!(status, Some(0), "the helper failed");
+    let snap = snapshot(&trace.session);
+    let profiler::trace::Trace { session, slow, .. } = trace;
+    drop(session);
+    let report = slow.expect("a collector with --slow").finish();
+    let text = report.to_text();
+    let read = snap.syscall("read").unwrap();
+    assert!(read.calls >= 63, "{} reads timed", read.calls);
+    assert_eq!(report.recorded, 3, "{text}");
+    assert_eq!(report.lost, 0, "{text}");
+    for group in &report.groups {
+        let user: Vec<&str> = group
+            .user_stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert!(user.contains(&"slow_path"), "{text}");
+        assert!(!user.contains(&"fast_path"), "{text}");
+        assert!(
+            group
+                .kernel_stack
+                .iter()
+                .any(|f| f.function.contains("pipe_read")),
+            "the kernel stack shows where it waited: {text}"
+        );
+        assert!(group.slowest.duration_ns >= 10_000_000, "{text}");
+        assert!(
+            group.slowest.blocked_ns > group.slowest.duration_ns / 2,
+            "{text}"
+        );
+        assert_eq!(group.slowest.ret, 1, "{text}");
+    }
+}
+
+/// Whether this kernel frees a closed file inside close() (`fput_close_sync`, from 6.15 on);
+/// earlier ones leave the last fput to task work on the way back to user space, after the
+/// sys_exit tracepoint.
+fn close_frees_synchronously() -> bool {
+    std::fs::read_to_string("/proc/kallsyms")
+        .expect("/proc/kallsyms")
+        .lines()
+        .any(|l| l.split_whitespace().nth(2) == Some("fput_close_sync"))
+}
+
+/// A close() that lingers (SO_LINGER) on a TCP connection whose peer reads only 30 ms later
+/// waits for its data to go out: where the kernel frees the socket inside close(), the slow
+/// call's kernel stack shows the TCP teardown it waited in. Kernels before 6.15 tear the socket
+/// down after the syscall has returned (task work), so there the close is fast and not reported:
+/// the profiler cannot see that wait as part of close(), and this checks that it does not claim
+/// to.
+#[test]
+fn a_lingering_close_waits_in_tcp_where_close_frees_the_socket() {
+    let _serial = serial();
+    let mut session = Session::start(&SessionConfig {
+        syscalls: Syscall::resolve_list(&["close"]).unwrap(),
+        target: Target::Processes(vec![]),
+        programs: Programs::Profiler,
+        group_exit: GroupExit::Auto,
+        follow_forks: true,
+        off_cpu: false,
+        slow: Some(Duration::from_millis(10)),
+    })
+    .unwrap_or_else(|e| panic!("loading the kernel programs with --slow failed: {e}"));
+    let maps = session.take_slow_maps().unwrap().expect("--slow maps");
+    let collector =
+        profiler::slow::Collector::spawn(maps, vec!["close".into()], Duration::from_millis(10), 5);
+    let closer = Child::stopped(lingering_close);
+    session.track(closer.pid()).unwrap();
+    closer.resume();
+    closer.join();
+    let snap = snapshot(&session);
+    drop(session);
+    let report = collector.finish();
+    let text = report.to_text();
+    println!("{text}");
+    let close = snap.syscall("close").unwrap();
+    assert_eq!(close.calls, 1, "one close timed");
+    if close_frees_synchronously() {
+        assert_eq!(report.recorded, 1, "{text}");
+        let kernel: Vec<&str> = report.groups[0]
+            .kernel_stack
+            .iter()
+            .map(|f| f.function.as_str())
+            .collect();
+        assert!(
+            kernel
+                .iter()
+                .any(|f| f.starts_with("tcp_") || f.contains("sock")),
+            "a tcp_* or sock frame in {kernel:?}"
+        );
+    } else {
+        assert_eq!(report.recorded, 0, "{text}");
+        assert!(close.max_ns < 10_000_000, "close took {} ns", close.max_ns);
+    }
+}
+
+/// The child's work for the lingering close: a loopback connection whose sender fills its send
+/// buffer and the receiver's window, lingers, and closes, while a reader process (forked before
+/// the sender exists, so it holds no reference to it) accepts and starts reading only after
+/// 30 ms.
+fn lingering_close() {
+    // SAFETY: socket calls on descriptors this function owns, with valid local buffers.
+    unsafe {
+        let small = 4096i32;
+        let set = |fd: i32, option: i32| {
+            libc::setsockopt(fd, libc::SOL_SOCKET, option, (&raw const small).cast(), 4);
+        };
+        let listener = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        set(listener, libc::SO_RCVBUF);
+        let mut addr: libc::sockaddr_in = std::mem::zeroed();
+        addr.sin_family = libc::AF_INET as u16;
+        addr.sin_addr.s_addr = u32::from_ne_bytes([127, 0, 0, 1]);
+        let len = size_of::<libc::sockaddr_in>() as u32;
+        libc::bind(listener, (&raw const addr).cast(), len);
+        libc::listen(listener, 1);
+        let mut bound_len = len;
+        libc::getsockname(listener, (&raw mut addr).cast(), &mut bound_len);
+        let reader = libc::fork();
+        if reader == 0 {
+            let receiver = libc::accept(listener, std::ptr::null_mut(), std::ptr::null_mut());
+            let pause = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 30_000_000,
+            };
+            libc::nanosleep(&pause, std::ptr::null_mut());
+            let mut sink = [0u8; 65536];
+            while libc::read(receiver, sink.as_mut_ptr().cast(), sink.len()) > 0 {}
+            libc::_exit(0);
+        }
+        let sender = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        set(sender, libc::SO_SNDBUF);
+        if libc::connect(sender, (&raw const addr).cast(), len) != 0 {
+            libc::_exit(3);
+        }
+        // Fill the sender's buffer and the receiver's window.
+        libc::fcntl(sender, libc::F_SETFL, libc::O_NONBLOCK);
+        let chunk = [7u8; 4096];
+        while libc::write(sender, chunk.as_ptr().cast(), chunk.len()) > 0 {}
+        libc::fcntl(sender, libc::F_SETFL, 0);
+        let linger = libc::linger {
+            l_onoff: 1,
+            l_linger: 5,
+        };
+        libc::setsockopt(
+            sender,
+            libc::SOL_SOCKET,
+            libc::SO_LINGER,
+            (&raw const linger).cast(),
+            size_of::<libc::linger>() as u32,
+        );
+        libc::close(sender);
+        let mut status = 0;
+        libc::waitpid(reader, &mut status, 0);
+    }
+}
