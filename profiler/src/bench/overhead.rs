@@ -47,6 +47,12 @@ pub enum Config {
     Profiler,
     /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup).
     ProfilerOffCpu,
+    /// The profiler's programs with `--slow 1s`: nothing is past it, so this is the cost of
+    /// watching (the kernel stack taken at each switch-out of a traced call).
+    ProfilerSlow,
+    /// The profiler's programs with `--slow 1ns` and the collector reading: every call is
+    /// recorded (ring buffer, user stack, name) and grouped in user space.
+    ProfilerSlowEvery,
     /// bpftrace's hist() one-liner.
     Bpftrace,
 }
@@ -59,9 +65,20 @@ impl Config {
             Self::MinimalTimer(AttachPoint::Tracepoint) => "minimal timer",
             Self::Profiler => "syscall-profiler",
             Self::ProfilerOffCpu => "syscall-profiler --off-cpu",
+            Self::ProfilerSlow => "syscall-profiler --slow 1s",
+            Self::ProfilerSlowEvery => "syscall-profiler --slow 1ns",
             Self::Bpftrace => "bpftrace one-liner",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
             Self::MinimalTimer(AttachPoint::RawTracepoint) => "minimal timer, raw_tp",
+        }
+    }
+
+    /// The `--slow` threshold of the configuration.
+    fn slow(self) -> Option<std::time::Duration> {
+        match self {
+            Self::ProfilerSlow => Some(std::time::Duration::from_secs(1)),
+            Self::ProfilerSlowEvery => Some(std::time::Duration::from_nanos(1)),
+            _ => None,
         }
     }
 
@@ -69,7 +86,10 @@ impl Config {
         match self {
             Self::Empty(point) => Some(Programs::Empty(point)),
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
-            Self::Profiler | Self::ProfilerOffCpu => Some(Programs::Profiler),
+            Self::Profiler
+            | Self::ProfilerOffCpu
+            | Self::ProfilerSlow
+            | Self::ProfilerSlowEvery => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
     }
@@ -141,6 +161,7 @@ fn main_rows(bpftrace: bool) -> Vec<Measured> {
         Config::MinimalTimer(AttachPoint::Tracepoint),
         Config::Profiler,
         Config::ProfilerOffCpu,
+        Config::ProfilerSlow,
     ];
     if bpftrace {
         configs.push(Config::Bpftrace);
@@ -180,6 +201,12 @@ fn tax_rows() -> Vec<Measured> {
         // profiler's programs and with the sched ones added.
         Measured::new(Config::Profiler, Workload::PingPong, Tracked::Other),
         Measured::new(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Other),
+        // --slow's costs where it works: a ping-pong whose reads are traced, so each round
+        // trip has two traced calls that leave the CPU (a kernel stack each with --slow, and two
+        // records with --slow 1ns).
+        Measured::new(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Me),
+        Measured::new(Config::ProfilerSlow, Workload::PingPong, Tracked::Me),
+        Measured::new(Config::ProfilerSlowEvery, Workload::PingPong, Tracked::Me),
     ]
 }
 
@@ -249,8 +276,15 @@ fn measure_one(
     let Some(programs) = m.config.programs() else {
         return Ok((run(m.workload), Vec::new()));
     };
-    let session = Session::start(&SessionConfig {
-        syscalls: close.to_vec(),
+    // The traced ping-pong times its reads; everything else times close.
+    let syscalls = if m.workload == Workload::PingPong && m.tracked == Tracked::Me {
+        vec![Syscall::resolve("read")?]
+    } else {
+        close.to_vec()
+    };
+    let slow = m.config.slow();
+    let mut session = Session::start(&SessionConfig {
+        syscalls: syscalls.clone(),
         target: Target::Processes(vec![match m.tracked {
             Tracked::Me => me,
             Tracked::Other => other,
@@ -259,8 +293,20 @@ fn measure_one(
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: m.config == Config::ProfilerOffCpu,
-        slow: None,
+        slow,
     })?;
+    // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.
+    let collector = match (m.config, session.take_slow_maps()?, slow) {
+        (Config::ProfilerSlowEvery, Some(maps), Some(threshold)) => Some(
+            crate::slow::Collector::spawn(
+                maps,
+                syscalls.iter().map(|s| s.name.clone()).collect(),
+                threshold,
+                1,
+            ),
+        ),
+        _ => None,
+    };
     let ns = run(m.workload);
     let runs = session.program_run_stats();
     let programs_ns = runs
@@ -268,6 +314,21 @@ fn measure_one(
         .filter(|(_, runs, _)| *runs >= iterations)
         .map(|(name, runs, time)| (name, time.as_nanos() as f64 / runs as f64))
         .collect();
+    if let Some(collector) = collector {
+        let snapshot = session.snapshot()?;
+        let calls: u64 = snapshot.syscalls.iter().map(|s| s.calls).sum();
+        drop(session);
+        let report = collector.finish();
+        // The benchmark checks itself: every call past 1 ns was recorded or counted lost.
+        if report.recorded + report.lost < calls {
+            bail!(
+                "--slow 1ns: {} recorded and {} lost of {calls} calls",
+                report.recorded,
+                report.lost
+            );
+        }
+        return Ok((ns, Vec::new()));
+    }
     // The benchmark checks itself: the timers must have timed the loop's closes.
     if m.workload == Workload::DupClose && m.tracked == Tracked::Me {
         match programs {
@@ -674,6 +735,30 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 "  --off-cpu costs ≤ 50 ns per context switch ................. {per_switch:+.0} ns: {} (pipe ping-pong on one CPU, {:.0} ns per round trip without it)\n",
                 if per_switch <= 50.0 { "met" } else { "not met" },
                 without.median()
+            ));
+        }
+        if let Some(slow) = find(Config::ProfilerSlow, DupClose, Tracked::Me)
+            && let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me)
+        {
+            out.push_str(&format!(
+                "  --slow 1s per call that stays on the CPU, over --off-cpu ..... {:+.0} ns\n",
+                median(&round_added(slow, split))
+            ));
+        }
+        if let (Some(split), Some(slow), Some(every)) = (
+            find(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Me),
+            find(Config::ProfilerSlow, Workload::PingPong, Tracked::Me),
+            find(Config::ProfilerSlowEvery, Workload::PingPong, Tracked::Me),
+        ) {
+            // Two traced reads leave the CPU per round trip.
+            out.push_str(&format!(
+                "  --slow 1s per traced call that leaves the CPU (its kernel stack) {:+.0} ns (traced pipe ping-pong, {:.0} ns per round trip with --off-cpu)\n",
+                median(&round_added(slow, split)) / 2.0,
+                split.median()
+            ));
+            out.push_str(&format!(
+                "  --slow 1ns per recorded call (ring buffer, user stack, reading) {:+.0} ns\n",
+                median(&round_added(every, slow)) / 2.0
             ));
         }
         if let Some(bpftrace) = find(Config::Bpftrace, DupClose, Tracked::Me) {
