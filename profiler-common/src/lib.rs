@@ -378,6 +378,11 @@ pub struct SlowCall {
     pub comm: [u8; 16],
 }
 
+/// [`SlowCall::slot`] of a record that is no call but an announcement: this process (new, or
+/// under a new name since an exec) has a traced call off the CPU now, so user space should read
+/// its mappings while it still runs, before a slow call's record and the process's exit race.
+pub const ANNOUNCE_SLOT: u32 = u32::MAX;
+
 /// [`SlowCall::kernel_stack`] of a call that never left the CPU: no switch-out to take a
 /// kernel stack at.
 pub const STACK_NOT_TAKEN: i32 = i32::MIN;

@@ -30,12 +30,12 @@ mod programs {
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
-        DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT, FIRST_FORKED_PROCESS,
-        HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES, MAX_SYSCALL_NR,
-        MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu,
-        ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, STACK_NOT_TAKEN, SlotEntry,
-        SlowCall, SyscallSlot, ThreadStart, bucket_index, entry_counts_events, entry_slot,
-        forked_process_index, slot_of_entry, switched_out_runnable,
+        ANNOUNCE_SLOT, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
+        FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
+        MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
+        OffCpu, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, STACK_NOT_TAKEN,
+        SlotEntry, SlowCall, SyscallSlot, ThreadStart, bucket_index, entry_counts_events,
+        entry_slot, forked_process_index, slot_of_entry, switched_out_runnable,
     };
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
@@ -91,6 +91,11 @@ mod programs {
     /// return; one entry without it, sized by the loader.
     #[map]
     static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+    /// `--slow`: per tgid, the first 8 bytes of the name it was last announced under (see
+    /// `announce`); one entry without it, sized from `pid_max` with it.
+    #[map]
+    static ANNOUNCED: Array<u64> = Array::with_max_entries(1, 0);
 
     #[inline(always)]
     fn slow_ns() -> u64 {
@@ -298,6 +303,9 @@ mod programs {
                 };
                 // SAFETY: as above.
                 unsafe { (*off).pending_stack = stack };
+                if !switched_out_runnable(state) {
+                    announce();
+                }
             }
         }
         let next = field::<4>(&ctx, layout(&LAYOUT.switch_next_pid)) as u32;
@@ -479,6 +487,46 @@ mod programs {
             }
         }
         0
+    }
+
+    /// `--slow`, in `sched_switch` for a traced call that blocks: the first time its process
+    /// does so under its current name (new, or after an exec), tells user space, which then
+    /// reads the process's mappings while the call waits. A process that exits right after its
+    /// slow call is then symbolized all the same. Only a call that blocks announces: one merely
+    /// preempted may be the dynamic loader's, before the libraries are mapped.
+    #[inline(always)]
+    fn announce() {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let tgid = (pid_tgid >> 32) as u32;
+        let comm = bpf_get_current_comm().unwrap_or_default();
+        let name = u64::from_ne_bytes([
+            comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
+        ]);
+        let Some(seen) = ANNOUNCED.get_ptr_mut(tgid) else {
+            return;
+        };
+        // SAFETY: a plain u64 load and store; two threads of one process racing here at worst
+        // announce it twice.
+        unsafe {
+            if *seen == name {
+                return;
+            }
+            *seen = name;
+        }
+        if let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) {
+            entry.write(SlowCall {
+                pid: tgid,
+                tid: pid_tgid as u32,
+                slot: ANNOUNCE_SLOT,
+                // SAFETY: a plain helper call.
+                end_ns: unsafe { bpf_ktime_get_ns() },
+                kernel_stack: STACK_NOT_TAKEN,
+                user_stack: STACK_NOT_TAKEN,
+                comm,
+                ..SlowCall::default()
+            });
+            entry.submit(0);
+        }
     }
 
     /// `--slow`: completes `call` with the user stack and the thread's name, and sends it to

@@ -814,6 +814,87 @@ fn attach_off_cpu_splits_a_sleep_into_blocked_time_in_every_export() {
     );
 }
 
+/// `attach --slow`: two 50 ms sleeps are the two slow calls, in the terminal, the JSON (with a
+/// kernel stack in the sleep and a user stack in libc) and the Markdown and HTML reports.
+#[test]
+fn attach_slow_reports_the_slow_calls_in_every_document_format() {
+    let _serial = serial();
+    let dir = scratch("attach-slow");
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args([
+            "attach",
+            "--slow",
+            "20ms",
+            "--syscalls",
+            "clock_nanosleep,close",
+        ])
+        .arg("--export-json")
+        .arg(dir.join("a.json"))
+        .arg("--export-markdown")
+        .arg(dir.join("a.md"))
+        .arg("--report")
+        .arg(dir.join("a.html"))
+        .args(["--", "/bin/sh", "-c", "sleep 0.05; sleep 0.05"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "attach failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("Slowest calls (--slow: 2 calls of 20.0ms or more"),
+        "{stdout}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("a.json")).unwrap()).unwrap();
+    let slow = &json["measurements"][0]["slow"];
+    assert_eq!(slow["recorded"], 2, "{slow}");
+    assert_eq!(slow["lost"], 0, "{slow}");
+    assert_eq!(slow["threshold_ns"], 20_000_000, "{slow}");
+    let groups = slow["groups"].as_array().unwrap();
+    assert_eq!(
+        groups
+            .iter()
+            .map(|g| g["count"].as_u64().unwrap())
+            .sum::<u64>(),
+        2
+    );
+    for g in groups {
+        assert_eq!(g["syscall"], "clock_nanosleep", "{g}");
+        assert!(g["slowest"]["duration_ns"].as_u64().unwrap() >= 20_000_000);
+        let names = |key: &str| -> Vec<String> {
+            g[key]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["function"].as_str().unwrap().to_owned())
+                .collect()
+        };
+        assert!(
+            names("kernel_stack")
+                .iter()
+                .any(|f| f.contains("nanosleep")),
+            "{g}"
+        );
+        assert!(
+            g["user_stack"][0]["module"]
+                .as_str()
+                .is_some_and(|m| m.contains("libc")),
+            "{g}"
+        );
+    }
+    let md = std::fs::read_to_string(dir.join("a.md")).unwrap();
+    assert!(md.contains("### Slowest calls"), "{md}");
+    assert!(md.contains("clock_nanosleep"), "{md}");
+    let html = std::fs::read_to_string(dir.join("a.html")).unwrap();
+    assert!(
+        html.contains("<h3>Slowest calls"),
+        "no slow section in the HTML"
+    );
+}
+
 /// `attach --cgroup A --cgroup B`: the per-cgroup rows reach the JSON (a `cgroup` field) and
 /// Prometheus (series with a `cgroup` label, which promtool accepts), with exact close counts.
 #[test]

@@ -507,6 +507,8 @@ fn every_section_of_the_report_is_in_every_format() {
             "50",
             "--baseline",
             "--strace",
+            "--slow",
+            "5ms",
             "--export-json",
         ])
         .arg(&json)
@@ -542,6 +544,8 @@ fn every_section_of_the_report_is_in_every_format() {
         "Profiler overhead",
         "strace -f -c against the kernel's timing",
         "strace's own cost",
+        "Slowest calls: lt",
+        "Slowest calls: mp",
     ] {
         assert!(
             titles.iter().any(|t| t.starts_with(expected)),
@@ -573,6 +577,7 @@ fn every_section_of_the_report_is_in_every_format() {
         "dropped: 0",
         "Gini",
         "bootstrap percentile interval",
+        "--slow: ",
     ] {
         assert!(text.contains(note), "text lacks {note}");
         assert!(md.contains(note), "Markdown lacks {note}");

@@ -297,14 +297,14 @@ fn measure_one(
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.
     let collector = match (m.config, session.take_slow_maps()?, slow) {
-        (Config::ProfilerSlowEvery, Some(maps), Some(threshold)) => Some(
-            crate::slow::Collector::spawn(
+        (Config::ProfilerSlowEvery, Some(maps), Some(threshold)) => {
+            Some(crate::slow::Collector::spawn(
                 maps,
                 syscalls.iter().map(|s| s.name.clone()).collect(),
                 threshold,
                 1,
-            ),
-        ),
+            ))
+        }
         _ => None,
     };
     let ns = run(m.workload);

@@ -252,6 +252,7 @@ impl Session {
                 if slow_ns != 0 { SLOW_RING_BYTES } else { 4096 },
             )
             .map_max_entries("STACKS", if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 })
+            .map_max_entries("ANNOUNCED", if slow_ns != 0 { pid_max } else { 1 })
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .map_max_entries("TIMER_START", pid_max)

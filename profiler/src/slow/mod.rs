@@ -22,10 +22,10 @@ use std::{
 };
 
 use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
-use profiler_common::{STACK_NOT_TAKEN, SlowCall};
+use profiler_common::{ANNOUNCE_SLOT, STACK_NOT_TAKEN, SlowCall};
 use serde::Serialize;
 
-use self::symbols::{Frame, Symbols};
+use self::symbols::{Frame, ProcessMaps, Symbols};
 use crate::report::{document::Section, table::Table, units::duration};
 
 /// What the kernel side of `--slow` hands user space: the ring buffer, the stacks, the losses.
@@ -297,14 +297,25 @@ fn stack_note(id: i32, user: bool) -> String {
     }
 }
 
-/// The state the collector thread builds.
+/// A slow call as the reader hands it to the symbolizer: the record, its process's mappings as
+/// read while it ran (`None`: it had exited), and the addresses of its stacks.
+struct Arrived {
+    call: SlowCall,
+    comm: String,
+    maps: Option<Arc<ProcessMaps>>,
+    kernel: Option<Vec<u64>>,
+    user: Option<Vec<u64>>,
+}
+
+/// The symbolizer thread's state.
 struct Groups {
     syscalls: Vec<String>,
     symbols: Symbols,
     /// Kernel stack id → frames (ids are never reused: the map has no REUSE flag).
     kernel: HashMap<i32, Vec<Frame>>,
-    /// (pid, user stack id) → frames: the same addresses mean other code in another process.
-    user: HashMap<(u32, i32), Vec<Frame>>,
+    /// (pid, name, user stack id) → frames: the same addresses mean other code in another
+    /// process, or after an exec.
+    user: HashMap<(u32, String, i32), Vec<Frame>>,
     groups: HashMap<GroupKey, SlowGroup>,
     recorded: u64,
 }
@@ -313,28 +324,30 @@ struct Groups {
 type GroupKey = (u32, Vec<Frame>, Vec<Frame>);
 
 impl Groups {
-    fn add(&mut self, call: &SlowCall, stacks: &StackTraceMap<MapData>) {
-        let comm = comm_of(&call.comm);
-        // While the process most likely still runs: its mappings, for the user stack.
-        self.symbols.note_process(call.pid, &comm);
+    fn add(&mut self, arrived: Arrived) {
+        let Arrived {
+            call,
+            comm,
+            maps,
+            kernel,
+            user,
+        } = arrived;
         let kernel = match self.kernel.get(&call.kernel_stack) {
             Some(f) => f.clone(),
             None => {
-                let frames = addresses(stacks, call.kernel_stack)
-                    .map(|a| self.symbols.kernel(&a))
-                    .unwrap_or_default();
+                let frames = kernel.map(|a| self.symbols.kernel(&a)).unwrap_or_default();
                 if call.kernel_stack >= 0 {
                     self.kernel.insert(call.kernel_stack, frames.clone());
                 }
                 frames
             }
         };
-        let user_key = (call.pid, call.user_stack);
+        let user_key = (call.pid, comm.clone(), call.user_stack);
         let user = match self.user.get(&user_key) {
             Some(f) => f.clone(),
             None => {
-                let frames = addresses(stacks, call.user_stack)
-                    .map(|a| self.symbols.user(call.pid, &comm, &a))
+                let frames = user
+                    .map(|a| self.symbols.user(maps.as_deref(), &a))
                     .unwrap_or_default();
                 if call.user_stack >= 0 {
                     self.user.insert(user_key, frames.clone());
@@ -382,6 +395,42 @@ impl Groups {
     }
 }
 
+/// The reader's view of the processes: the mappings read for each, under the name it had.
+#[derive(Default)]
+struct Processes(HashMap<u32, (String, Arc<ProcessMaps>)>);
+
+impl Processes {
+    /// The mappings of `pid`, read now if it is new or has a new name (an exec), or if they
+    /// miss one of `addresses` (a library loaded since). A new read replaces the last one only
+    /// if it places as many of `addresses`: a process that is exiting has its address space
+    /// half torn down, and a frame-pointer walk through a frame without one yields addresses
+    /// that no mapping will ever hold.
+    fn maps(&mut self, pid: u32, comm: &str, addresses: &[u64]) -> Option<Arc<ProcessMaps>> {
+        let known = self
+            .0
+            .get(&pid)
+            .filter(|(name, _)| name == comm)
+            .map(|(_, maps)| Arc::clone(maps));
+        if let Some(maps) = &known
+            && maps.placed(addresses) == addresses.len()
+        {
+            return known;
+        }
+        let Some(read) = ProcessMaps::read(pid) else {
+            return known;
+        };
+        if known
+            .as_ref()
+            .is_some_and(|old| old.placed(addresses) > read.placed(addresses))
+        {
+            return known;
+        }
+        let read = Arc::new(read);
+        self.0.insert(pid, (comm.to_owned(), Arc::clone(&read)));
+        Some(read)
+    }
+}
+
 fn comm_of(raw: &[u8; 16]) -> String {
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
     String::from_utf8_lossy(&raw[..end]).into_owned()
@@ -394,10 +443,13 @@ fn addresses(stacks: &StackTraceMap<MapData>, id: i32) -> Option<Vec<u64>> {
     Some(trace.frames().iter().map(|f| f.ip).collect())
 }
 
-/// The thread that reads the slow calls as they arrive.
+/// The threads that read the slow calls as they arrive (the reader: records, mappings, stack
+/// addresses) and symbolize and group them (the symbolizer), so that a slow symbolization never
+/// delays the reading of a process's mappings.
 pub struct Collector {
     stop: Arc<AtomicBool>,
-    thread: JoinHandle<(HashMap<GroupKey, SlowGroup>, u64, SlowMaps)>,
+    reader: JoinHandle<SlowMaps>,
+    symbolizer: JoinHandle<(HashMap<GroupKey, SlowGroup>, u64)>,
     threshold: Duration,
     top: u32,
     /// Calls that returned before this (`bpf_ktime_get_ns`) are skipped.
@@ -425,8 +477,23 @@ impl Collector {
         let flag = Arc::clone(&stop);
         let since_ns = Arc::new(std::sync::atomic::AtomicU64::new(0));
         let since = Arc::clone(&since_ns);
-        let thread = std::thread::spawn(move || {
+        let (send, receive) = std::sync::mpsc::channel::<Arrived>();
+        let reader = std::thread::spawn(move || {
             let mut maps = maps;
+            let mut processes = Processes::default();
+            loop {
+                // Read the stop flag before draining, so the last drain follows the detach.
+                let stopping = flag.load(Ordering::Acquire);
+                let since_ns = since.load(Ordering::Relaxed);
+                read_records(&mut maps, &mut processes, since_ns, &send);
+                if stopping {
+                    break;
+                }
+                wait_readable(&maps.ring, Duration::from_millis(50));
+            }
+            maps
+        });
+        let symbolizer = std::thread::spawn(move || {
             let mut groups = Groups {
                 syscalls,
                 symbols: Symbols::new(),
@@ -435,20 +502,16 @@ impl Collector {
                 groups: HashMap::new(),
                 recorded: 0,
             };
-            loop {
-                // Read the stop flag before draining, so the last drain follows the detach.
-                let stopping = flag.load(Ordering::Acquire);
-                drain(&mut maps, &mut groups, since.load(Ordering::Relaxed));
-                if stopping {
-                    break;
-                }
-                wait_readable(&maps.ring, Duration::from_millis(50));
+            groups.symbols.warm_up();
+            for arrived in receive {
+                groups.add(arrived);
             }
-            (groups.groups, groups.recorded, maps)
+            (groups.groups, groups.recorded)
         });
         Self {
             stop,
-            thread,
+            reader,
+            symbolizer,
             threshold,
             top,
             since_ns,
@@ -468,7 +531,8 @@ impl Collector {
     pub fn finish(self) -> SlowReport {
         self.stop.store(true, Ordering::Release);
         let threshold_ns = u64::try_from(self.threshold.as_nanos()).unwrap_or(u64::MAX);
-        let Ok((groups, recorded, maps)) = self.thread.join() else {
+        let joined = self.reader.join().ok().zip(self.symbolizer.join().ok());
+        let Some((maps, (groups, recorded))) = joined else {
             return SlowReport {
                 threshold_ns,
                 top: self.top,
@@ -492,7 +556,14 @@ impl Collector {
     }
 }
 
-fn drain(maps: &mut SlowMaps, groups: &mut Groups, since_ns: u64) {
+/// Reads every record in the ring buffer: an announcement only has its process's mappings read;
+/// a slow call (from `since_ns` on) goes to the symbolizer with its mappings and stacks.
+fn read_records(
+    maps: &mut SlowMaps,
+    processes: &mut Processes,
+    since_ns: u64,
+    send: &std::sync::mpsc::Sender<Arrived>,
+) {
     while let Some(item) = maps.ring.next() {
         if item.len() < size_of::<SlowCall>() {
             continue;
@@ -501,9 +572,24 @@ fn drain(maps: &mut SlowMaps, groups: &mut Groups, since_ns: u64) {
         // ring buffer only promises 8-byte alignment, which SlowCall needs anyway.
         let call: SlowCall = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
         drop(item);
-        if call.end_ns >= since_ns {
-            groups.add(&call, &maps.stacks);
+        let comm = comm_of(&call.comm);
+        if call.slot == ANNOUNCE_SLOT {
+            processes.maps(call.pid, &comm, &[]);
+            continue;
         }
+        if call.end_ns < since_ns {
+            continue;
+        }
+        let kernel = addresses(&maps.stacks, call.kernel_stack);
+        let user = addresses(&maps.stacks, call.user_stack);
+        let process = processes.maps(call.pid, &comm, user.as_deref().unwrap_or_default());
+        let _ = send.send(Arrived {
+            call,
+            comm,
+            maps: process,
+            kernel,
+            user,
+        });
     }
 }
 

@@ -2,16 +2,13 @@
 //! ELF symbols and DWARF of the file each address lies in (blazesym).
 //!
 //! A user address means something only in its process's address space, which is gone once the
-//! process exits; a slow call's record often arrives just before. So the mappings of a process
-//! (`/proc/PID/maps`) are read the first time one of its calls arrives and kept: an address is
+//! process exits, often right after its slow call. So the collector's reader reads a process's
+//! mappings (`/proc/PID/maps`, a [`ProcessMaps`]) as soon as it hears of it (an announcement
+//! while one of its calls waits, or its first record) and again after an exec; an address is
 //! turned into (file, offset in the file) from them, and the file is symbolized by path, which
-//! works after the exit too. They are read again when an address is not in them (a library
-//! loaded later) or the thread's name changed (an exec).
+//! works after the exit too.
 
-use std::{
-    collections::HashMap,
-    path::{Path, PathBuf},
-};
+use std::path::{Path, PathBuf};
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer,
@@ -62,20 +59,29 @@ struct Mapping {
     path: PathBuf,
 }
 
-/// A process's file mappings, as read from `/proc/PID/maps`, and its name then.
+/// A process's file mappings, as read from `/proc/PID/maps`.
 #[derive(Clone, Debug, Default)]
-struct ProcessMaps {
-    comm: String,
+pub struct ProcessMaps {
     mappings: Vec<Mapping>,
 }
 
 impl ProcessMaps {
-    fn read(pid: u32, comm: &str) -> Option<Self> {
+    /// The mappings of `pid` now; `None` once it has exited, or while it exits (its address
+    /// space is torn down before its `/proc` entry goes, and reads as empty then).
+    #[must_use]
+    pub fn read(pid: u32) -> Option<Self> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        Some(Self {
-            comm: comm.to_owned(),
-            mappings: parse_maps(&text),
-        })
+        let mappings = parse_maps(&text);
+        (!mappings.is_empty()).then_some(Self { mappings })
+    }
+
+    /// How many of `addresses` lie in a mapped file or in the kernel's half.
+    #[must_use]
+    pub fn placed(&self, addresses: &[u64]) -> usize {
+        addresses
+            .iter()
+            .filter(|&&a| self.locate(a).is_some() || a >= USER_SPACE_END)
+            .count()
     }
 
     fn locate(&self, address: u64) -> Option<&Mapping> {
@@ -109,11 +115,14 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
         .collect()
 }
 
-/// Turns stack addresses into frames; keeps what it read (mappings, parsed files).
+/// Where x86_64's user address space ends: a frame at or above it is no code (a frame-pointer
+/// walk through a frame without one reads data).
+const USER_SPACE_END: u64 = 0x8000_0000_0000;
+
+/// Turns stack addresses into frames; keeps the files it parsed.
 pub struct Symbols {
     symbolizer: Symbolizer,
     kernel: Source<'static>,
-    processes: HashMap<u32, ProcessMaps>,
 }
 
 impl Default for Symbols {
@@ -135,17 +144,12 @@ impl Symbols {
         Self {
             symbolizer: Symbolizer::builder().enable_code_info(false).build(),
             kernel: Source::Kernel(kernel),
-            processes: HashMap::new(),
         }
     }
 
-    /// Reads the mappings of `pid` now, unless they are known and its name is still `comm`:
-    /// called as soon as one of its calls arrives, while it most likely still runs.
-    pub fn note_process(&mut self, pid: u32, comm: &str) {
-        let known = self.processes.get(&pid).is_some_and(|p| p.comm == comm);
-        if !known && let Some(maps) = ProcessMaps::read(pid, comm) {
-            self.processes.insert(pid, maps);
-        }
+    /// Parses kallsyms now, so that the first slow call is not the one that waits for it.
+    pub fn warm_up(&self) {
+        let _ = self.kernel(&[USER_SPACE_END]);
     }
 
     /// Kernel addresses, innermost first.
@@ -166,19 +170,10 @@ impl Symbols {
         }
     }
 
-    /// User addresses of process `pid`, innermost first.
-    pub fn user(&mut self, pid: u32, comm: &str, addresses: &[u64]) -> Vec<Frame> {
-        self.note_process(pid, comm);
-        // A library mapped after the mappings were read: read them again if the process lives.
-        let stale = self.processes.get(&pid).is_none_or(|maps| {
-            addresses
-                .iter()
-                .any(|&a| maps.locate(a).is_none() && a < 0x8000_0000_0000)
-        });
-        if stale && let Some(maps) = ProcessMaps::read(pid, comm) {
-            self.processes.insert(pid, maps);
-        }
-        let Some(maps) = self.processes.get(&pid) else {
+    /// User addresses, innermost first, in a process with mappings `maps` (`None`: it exited
+    /// before they could be read).
+    pub fn user(&self, maps: Option<&ProcessMaps>, addresses: &[u64]) -> Vec<Frame> {
+        let Some(maps) = maps else {
             return addresses
                 .iter()
                 .map(|&a| Frame::named(format!("0x{a:x}"), Some(Path::new("[exited]"))))
@@ -237,10 +232,7 @@ mod tests {
 ";
         let maps = parse_maps(text);
         assert_eq!(maps.len(), 4);
-        let process = ProcessMaps {
-            comm: String::new(),
-            mappings: maps,
-        };
+        let process = ProcessMaps { mappings: maps };
         let m = process
             .locate(0x55d0_c0a0_1234)
             .expect("in the text mapping");
@@ -260,8 +252,9 @@ mod tests {
             marker as *const () as u64
         }
         let address = marker();
-        let mut symbols = Symbols::new();
-        let frames = symbols.user(std::process::id(), "test", &[address]);
+        let maps = ProcessMaps::read(std::process::id()).expect("our own mappings");
+        assert_eq!(maps.placed(&[address]), 1);
+        let frames = Symbols::new().user(Some(&maps), &[address]);
         assert!(
             frames[0].function.contains("marker"),
             "{:?} for our own function",
