@@ -308,41 +308,52 @@ fn requests_of(v: &VariantResult) -> u64 {
 }
 
 fn syscall_section(s: &ScenarioResult) -> Option<Section> {
-    let mut table = Table::new([
-        "variant",
-        "syscall",
-        "calls",
-        "calls/req",
-        "errors",
-        "mean",
-        "p50",
-        "p99",
-        "max",
-        "total",
-        "share",
-    ]);
+    // With the split (run's default), each call's mean on the CPU and blocked, beside its mean.
+    let merged: Vec<_> = s
+        .variants
+        .iter()
+        .map(|v| (v, v.merged_syscalls()))
+        .collect();
+    let split = merged
+        .iter()
+        .any(|(_, m)| m.syscalls.iter().any(|x| x.time_split().is_some()));
+    let mut columns = vec!["variant", "syscall", "calls", "calls/req", "errors", "mean"];
+    if split {
+        columns.extend(["on-CPU", "blocked"]);
+    }
+    columns.extend(["p50", "p99", "max", "total", "share"]);
+    let mut table = Table::new(columns);
     let mut events = Vec::new();
     let mut dropped = Vec::new();
-    for v in &s.variants {
-        let merged = v.merged_syscalls();
+    for (v, merged) in &merged {
         let requests = requests_of(v).max(1) as f64;
         let total_time = merged.total_ns() as f64;
         let mut rows: Vec<_> = merged.syscalls.iter().filter(|x| x.calls > 0).collect();
         rows.sort_by_key(|x| std::cmp::Reverse(x.total_ns));
         for x in rows {
-            table.row([
+            let mut row = vec![
                 v.variant.to_string(),
                 x.name.clone(),
                 x.calls.to_string(),
                 format!("{:.2}", x.calls as f64 / requests),
                 error_share_cell(x),
                 duration_ns(x.mean_ns()),
+            ];
+            if split {
+                let per_call = |ns: u64| duration_ns(ns as f64 / x.calls as f64);
+                match x.time_split() {
+                    Some((on, blocked, _)) => row.extend([per_call(on), per_call(blocked)]),
+                    None => row.extend(["-".to_owned(), "-".to_owned()]),
+                }
+            }
+            row.extend([
                 duration(x.latency.value_at_quantile(0.5)),
                 duration(x.latency.value_at_quantile(0.99)),
                 duration(x.max_ns),
                 duration(x.total_ns),
                 percent(x.total_ns as f64, total_time),
             ]);
+            table.row(row);
             if let Some(e) = x.events.as_ref().filter(|e| e.total() > 0) {
                 events.push(format!(
                     "{} {}: {:.2} events per call (p99 {})",
