@@ -234,10 +234,13 @@ pub enum DropReason {
     NoSlot = 2,
     /// A fork beyond [`MAX_PROCESSES`]: counted together under [`OVERFLOW_PROCESS`], not lost.
     ProcessTableFull = 3,
+    /// `--by-cgroup`: a cgroup beyond [`MAX_CGROUP_IDS`]: its calls are in the totals but in
+    /// no cgroup's row.
+    CgroupTableFull = 4,
 }
 
 /// Number of [`DropReason`] values.
-pub const DROP_REASONS: usize = 4;
+pub const DROP_REASONS: usize = 5;
 
 impl DropReason {
     /// Every reason, in counter order.
@@ -246,6 +249,7 @@ impl DropReason {
         Self::IdOutOfRange,
         Self::NoSlot,
         Self::ProcessTableFull,
+        Self::CgroupTableFull,
     ];
 
     /// Short description for reports.
@@ -256,6 +260,7 @@ impl DropReason {
             Self::IdOutOfRange => "thread id beyond pid_max-sized map",
             Self::NoSlot => "syscall number without a slot",
             Self::ProcessTableFull => "process table full (counted under 'other processes')",
+            Self::CgroupTableFull => "cgroup table full (in the totals, in no cgroup's row)",
         }
     }
 
@@ -263,7 +268,7 @@ impl DropReason {
     /// attributed coarsely).
     #[must_use]
     pub const fn loses_events(self) -> bool {
-        !matches!(self, Self::ProcessTableFull)
+        !matches!(self, Self::ProcessTableFull | Self::CgroupTableFull)
     }
 }
 

@@ -25,7 +25,7 @@ mod programs {
             bpf_ktime_get_ns, bpf_probe_read_kernel,
         },
         macros::{map, raw_tracepoint, tracepoint},
-        maps::{Array, HashMap, PerCpuArray, RingBuf, StackTrace},
+        maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
         programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext as _},
     };
     use aya_log_ebpf::{info, warn};
@@ -45,6 +45,20 @@ mod programs {
     /// 1 to time the processes of the cgroups in `CGROUPS` (`--cgroup`); set by the loader.
     #[unsafe(no_mangle)]
     static TRACE_CGROUPS: u8 = 0;
+
+    /// 1 with `--all --by-cgroup`: every call is also counted under its cgroup's id in
+    /// `CGROUP_STATS`; set by the loader, frozen.
+    #[unsafe(no_mangle)]
+    static BY_CGROUP: u8 = 0;
+
+    /// `--by-cgroup`: cgroup id → calls, errors and time per slot; one entry without it, sized
+    /// to `MAX_CGROUP_IDS` with it.
+    #[map]
+    static CGROUP_STATS: PerCpuHashMap<u64, ProcessStats> = PerCpuHashMap::with_max_entries(1, 0);
+
+    /// Zeros, the first value of a cgroup's entry (too large for the BPF stack).
+    #[map]
+    static ZERO_STATS: PerCpuArray<ProcessStats> = PerCpuArray::with_max_entries(1, 0);
 
     /// `--cgroup`: cgroup id (of a named cgroup or one below it) → the named cgroup's dense
     /// index, under which its processes' calls are counted. Filled by user space.
@@ -468,6 +482,11 @@ mod programs {
             }
         }
 
+        // SAFETY: a frozen .rodata byte.
+        if unsafe { core::ptr::read_volatile(&BY_CGROUP) } != 0 {
+            count_cgroup(slot, elapsed, failed);
+        }
+
         // The first named process's counters are derived in user space (totals minus the rest).
         if process != NO_PROCESS
             && process != DERIVED_PROCESS
@@ -551,6 +570,40 @@ mod programs {
             ..call
         });
         entry.submit(0);
+    }
+
+    /// `--by-cgroup`: the call under the current cgroup's id, whose entry is made on its first
+    /// call (a full table is counted in `DROPPED`).
+    #[inline(always)]
+    fn count_cgroup(slot: u32, elapsed: u64, failed: bool) {
+        // SAFETY: a plain helper call.
+        let id = unsafe { bpf_get_current_cgroup_id() };
+        let mut entry = CGROUP_STATS.get_ptr_mut(id);
+        if entry.is_none() {
+            let Some(zero) = ZERO_STATS.get_ptr(0) else {
+                return;
+            };
+            // SAFETY: a map value nobody writes; another CPU inserting the same id first
+            // (EEXIST) is fine, the lookup below finds it.
+            let _ = CGROUP_STATS.insert(id, unsafe { &*zero }, 0);
+            entry = CGROUP_STATS.get_ptr_mut(id);
+        }
+        let Some(stats) = entry else {
+            count_drop(DropReason::CgroupTableFull);
+            return;
+        };
+        // SAFETY: per-CPU value, preemption disabled.
+        let stats = unsafe { &mut *stats };
+        let slot = slot as usize & (MAX_SYSCALL_SLOTS - 1);
+        if let Some(calls) = stats.calls.get_mut(slot) {
+            *calls += 1;
+        }
+        if let Some(total) = stats.total_ns.get_mut(slot) {
+            *total += elapsed;
+        }
+        if failed && let Some(errors) = stats.errors.get_mut(slot) {
+            *errors += 1;
+        }
     }
 
     /// task:task_newtask runs in the parent before the child can run: a child process of a

@@ -240,7 +240,7 @@ fn finish(
     if let Some(t) = table::off_cpu_table(&snapshot) {
         report.push_str(&Section::new(table::OFF_CPU_TITLE, t).to_text());
     }
-    if snapshot.processes.len() > 1 {
+    if table::per_process_rows(&snapshot) {
         let per = table::process_summary(&snapshot);
         report.push_str(&Section::new(table::process_title(&snapshot), per).to_text());
     }

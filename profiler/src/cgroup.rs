@@ -59,6 +59,30 @@ impl Cgroup {
     }
 }
 
+/// Every cgroup's path below [`CGROUP_ROOT`] (`/` for the root), by id: how `--by-cgroup` names
+/// the ids the kernel counted under. Unreadable parts are left out.
+#[must_use]
+pub fn paths_by_id() -> std::collections::HashMap<u64, String> {
+    let root = Path::new(CGROUP_ROOT);
+    let mut ids = std::collections::HashMap::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let Ok(meta) = fs::metadata(&dir) else {
+            continue;
+        };
+        let below = dir.strip_prefix(root).unwrap_or(Path::new(""));
+        ids.insert(meta.ino(), format!("/{}", below.display()));
+        for entry in fs::read_dir(&dir).into_iter().flatten().flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir())
+                && entry.path().join("cgroup.procs").is_file()
+            {
+                pending.push(entry.path());
+            }
+        }
+    }
+    ids
+}
+
 /// The ids of `dir` and of every cgroup below it.
 fn collect_ids(dir: &Path, ids: &mut Vec<u64>) -> std::io::Result<()> {
     ids.push(fs::metadata(dir)?.ino());
@@ -84,5 +108,16 @@ mod tests {
         assert!(err.starts_with("--cgroup no/such/cgroup: "), "{err}");
         let err = Cgroup::resolve("/etc").unwrap_err().to_string();
         assert!(err.contains("is not below /sys/fs/cgroup"), "{err}");
+    }
+
+    #[test]
+    fn every_cgroup_is_named_by_its_id() {
+        let paths = paths_by_id();
+        let root = fs::metadata(CGROUP_ROOT).unwrap().ino();
+        assert_eq!(paths.get(&root).map(String::as_str), Some("/"));
+        let own = fs::read_to_string("/proc/self/cgroup").unwrap();
+        let own = own.trim().rsplit("::").next().unwrap().to_owned();
+        let id = fs::metadata(format!("{CGROUP_ROOT}{own}")).unwrap().ino();
+        assert_eq!(paths.get(&id), Some(&own), "this process's cgroup");
     }
 }

@@ -106,6 +106,10 @@ pub struct AttachArgs {
     /// per-cgroup table follows): a path below /sys/fs/cgroup, or absolute.
     #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all", "command"])]
     pub cgroups: Vec<String>,
+    /// With --all: also count every call under its cgroup, with a per-cgroup table (and a
+    /// `cgroup` label on the per-cgroup series).
+    #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups", "command"])]
+    pub by_cgroup: bool,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -198,6 +202,9 @@ pub struct ServeArgs {
     /// of each get a `cgroup` label.
     #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all"])]
     pub cgroups: Vec<String>,
+    /// With --all: also count every call under its cgroup (series with a `cgroup` label).
+    #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups"])]
+    pub by_cgroup: bool,
     /// Address to serve /metrics on; loopback unless you name another.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,

@@ -49,6 +49,8 @@ pub struct TraceRequest {
     pub off_cpu: bool,
     /// `--cgroup`: trace these cgroups' processes instead (paths below /sys/fs/cgroup).
     pub cgroups: Vec<String>,
+    /// `--all --by-cgroup`: also count every call under its cgroup.
+    pub by_cgroup: bool,
     /// `--slow`: record the calls at least this long with their stacks.
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the reports show.
@@ -75,6 +77,10 @@ impl TraceRequest {
             ("pids", pids),
             ("command", self.command.join(" ")),
             ("cgroups", self.cgroups.join(",")),
+            (
+                "by_cgroup",
+                if self.by_cgroup { "yes" } else { "" }.to_owned(),
+            ),
             ("syscalls", names.join(",")),
         ];
         metadata.settings.extend(
@@ -156,6 +162,7 @@ impl Trace {
             group_exit: GroupExit::Auto,
             follow_forks: request.children,
             off_cpu: request.off_cpu,
+            by_cgroup: request.by_cgroup,
             slow: request.slow,
         })?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
@@ -193,7 +200,11 @@ impl Trace {
             return format!("'{}'{children}", request.command.join(" "));
         }
         if request.all {
-            return "all processes".to_owned();
+            return if request.by_cgroup {
+                "all processes, per cgroup".to_owned()
+            } else {
+                "all processes".to_owned()
+            };
         }
         if !request.cgroups.is_empty() {
             return format!(

@@ -90,6 +90,7 @@ fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Ses
         group_exit,
         follow_forks: true,
         off_cpu: false,
+        by_cgroup: false,
         slow: None,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
@@ -552,6 +553,7 @@ fn nonexistent_pid_is_refused() {
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: false,
+        by_cgroup: false,
         slow: None,
     })
     .err()
@@ -612,6 +614,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             group_exit: GroupExit::Auto,
             follow_forks: true,
             off_cpu: false,
+            by_cgroup: false,
             slow: None,
         })
         .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
@@ -704,6 +707,7 @@ fn off_cpu_session(syscalls: &[&str]) -> Session {
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: true,
+        by_cgroup: false,
         slow: None,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu failed: {e}"))
@@ -938,6 +942,65 @@ fn cgroups_are_traced_by_id_and_counted_apart() {
     drop(session);
 }
 
+/// `--all --by-cgroup`: every call is also counted under its cgroup, found by id: two cgroups
+/// made after the start, with 300 and 500 close(-1) calls, have exactly those, apart.
+#[test]
+fn by_cgroup_counts_every_cgroup_apart_under_all() {
+    let _serial = serial();
+    let session = Session::start(&SessionConfig {
+        syscalls: Syscall::resolve_list(&["close"]).unwrap(),
+        target: Target::All,
+        programs: Programs::Profiler,
+        group_exit: GroupExit::Auto,
+        follow_forks: true,
+        off_cpu: false,
+        by_cgroup: true,
+        slow: None,
+    })
+    .unwrap_or_else(|e| panic!("loading the kernel programs with --by-cgroup failed: {e}"));
+    let (a, b) = (TestCgroup::new("by-a"), TestCgroup::new("by-b"));
+    let closer = |n: u32| {
+        Child::stopped(move || {
+            for _ in 0..n {
+                // SAFETY: close(-1) fails with EBADF and touches nothing.
+                unsafe { libc::close(-1) };
+            }
+        })
+    };
+    let (in_a, in_b) = (closer(300), closer(500));
+    a.add(in_a.pid());
+    b.add(in_b.pid());
+    in_a.resume();
+    in_b.resume();
+    in_a.join();
+    in_b.join();
+    let snap = snapshot(&session);
+    drop(session);
+    let row = |label: String| {
+        snap.processes
+            .iter()
+            .find(|p| p.cgroup.as_deref() == Some(label.as_str()))
+            .unwrap_or_else(|| panic!("no row for {label}: {:?}", snap.processes))
+            .syscalls[0]
+    };
+    assert_eq!((row(a.label()).calls, row(a.label()).errors), (300, 300));
+    assert_eq!((row(b.label()).calls, row(b.label()).errors), (500, 500));
+    // The machine's other calls are in other rows (the totals and the rows are read one after
+    // the other while the machine runs, so they are compared with a margin).
+    let close = snap.syscall("close").unwrap();
+    let rows: u64 = snap.processes.iter().map(|p| p.syscalls[0].calls).sum();
+    assert!(
+        close.calls >= 800 && rows >= 800,
+        "rows {:?}",
+        snap.processes
+    );
+    assert!(
+        rows.abs_diff(close.calls) * 10 <= close.calls,
+        "rows {rows} against {} calls in all",
+        close.calls
+    );
+}
+
 /// The C helper of the `--slow` tests (`tests/helpers/slow_path.c`), compiled with frame
 /// pointers into a scratch directory.
 fn slow_path_helper() -> std::path::PathBuf {
@@ -969,6 +1032,7 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
         command: vec![helper.display().to_string(), "3".into(), "20".into()],
         off_cpu: false,
         cgroups: vec![],
+        by_cgroup: false,
         slow: Some(Duration::from_millis(10)),
         slow_top: 10,
     };
@@ -1046,6 +1110,7 @@ fn a_lingering_close_waits_in_tcp_where_close_frees_the_socket() {
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: false,
+        by_cgroup: false,
         slow: Some(Duration::from_millis(10)),
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --slow failed: {e}"));

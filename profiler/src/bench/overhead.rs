@@ -293,6 +293,7 @@ fn measure_one(
         group_exit: GroupExit::Auto,
         follow_forks: true,
         off_cpu: m.config == Config::ProfilerOffCpu,
+        by_cgroup: false,
         slow,
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.

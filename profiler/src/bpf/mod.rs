@@ -72,6 +72,8 @@ pub struct SessionConfig {
     /// Split each call's time into on-CPU, blocked and runnable (`--off-cpu`): attaches
     /// `sched_switch` and `sched_wakeup` and keeps one more entry per thread id.
     pub off_cpu: bool,
+    /// `--all --by-cgroup`: also count every call under its cgroup, a row per cgroup.
+    pub by_cgroup: bool,
     /// `--slow`: send every call at least this long, with its stacks, to user space
     /// ([`Session::take_slow_maps`]); turns the split on, which the records carry.
     pub slow: Option<Duration>,
@@ -123,6 +125,8 @@ pub struct Session {
     off_cpu: bool,
     /// Whether slow calls are sent to user space (`--slow`).
     slow: bool,
+    /// Whether every call is counted under its cgroup too (`--all --by-cgroup`).
+    by_cgroup: bool,
     /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
     cgroups: Vec<String>,
 }
@@ -234,6 +238,8 @@ impl Session {
         let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
         let trace_cgroups = u8::from(matches!(config.target, Target::Cgroups(_)));
+        let by_cgroup =
+            u8::from(config.by_cgroup && trace_all != 0 && config.programs == Programs::Profiler);
         // The raw minimal timer times the first syscall of the set.
         let raw_timed_nr = config
             .syscalls
@@ -246,6 +252,15 @@ impl Session {
             .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
             .override_global("SPLIT_OFF_CPU", &split, true)
             .override_global("SLOW_NS", &slow_ns, true)
+            .override_global("BY_CGROUP", &by_cgroup, true)
+            .map_max_entries(
+                "CGROUP_STATS",
+                if by_cgroup != 0 {
+                    profiler_common::MAX_CGROUP_IDS
+                } else {
+                    1
+                },
+            )
             .map_max_entries("OFF_CPU", if split != 0 { pid_max } else { 1 })
             .map_max_entries(
                 "SLOW_CALLS",
@@ -273,6 +288,7 @@ impl Session {
             armed_at: Instant::now(),
             off_cpu: split != 0,
             slow: slow_ns != 0,
+            by_cgroup: by_cgroup != 0,
         };
         session.write_slots()?;
         session.write_cgroups(&cgroups)?;
@@ -566,6 +582,7 @@ impl Session {
         }
         let mut processes: Vec<ProcessSummary> = by_pid.into_values().collect();
         processes.extend(self.read_cgroups(&stats)?);
+        processes.extend(self.read_cgroup_stats()?);
         Ok(processes)
     }
 
@@ -587,6 +604,33 @@ impl Session {
             .collect()
     }
 
+    /// `--all --by-cgroup`: one row per cgroup that made a timed call, named by its path below
+    /// the cgroup root (looked up now: a cgroup removed since is named by its id).
+    fn read_cgroup_stats(&self) -> Result<Vec<ProcessSummary>, SetupError> {
+        if !self.by_cgroup {
+            return Ok(Vec::new());
+        }
+        let map: aya::maps::PerCpuHashMap<&MapData, u64, ProcessStats> =
+            self.map("CGROUP_STATS")?;
+        let paths = crate::cgroup::paths_by_id();
+        let mut rows = Vec::new();
+        for entry in map.iter() {
+            let (id, per_cpu) = entry.map_err(|e| SetupError::bpf("reading CGROUP_STATS", e))?;
+            rows.push(ProcessSummary {
+                pid: 0,
+                syscalls: self.sum_counters(per_cpu.iter()),
+                cgroup: Some(
+                    paths
+                        .get(&id)
+                        .cloned()
+                        .unwrap_or_else(|| format!("cgroup id {id} (removed)")),
+                ),
+            });
+        }
+        rows.sort_by(|a, b| a.cgroup.cmp(&b.cgroup));
+        Ok(rows)
+    }
+
     /// The counters of process index `index`, summed over CPUs, per syscall slot.
     fn process_counters(
         &self,
@@ -596,8 +640,16 @@ impl Session {
         let per_cpu = stats
             .get(&index, 0)
             .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
+        Ok(self.sum_counters(per_cpu.iter()))
+    }
+
+    /// Per-CPU counters summed, per syscall slot.
+    fn sum_counters<'a>(
+        &self,
+        per_cpu: impl Iterator<Item = &'a ProcessStats>,
+    ) -> Vec<ProcessSyscall> {
         let mut counters = vec![ProcessSyscall::default(); self.syscalls.len()];
-        for cpu in per_cpu.iter() {
+        for cpu in per_cpu {
             for (slot, s) in counters.iter_mut().enumerate() {
                 s.add(&ProcessSyscall {
                     calls: cpu.calls[slot],
@@ -606,7 +658,7 @@ impl Session {
                 });
             }
         }
-        Ok(counters)
+        counters
     }
 
     fn read_dropped(&self) -> Result<DropCounts, SetupError> {

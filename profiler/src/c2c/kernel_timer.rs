@@ -29,6 +29,7 @@ impl KernelSyscallTimer {
             group_exit: GroupExit::Auto,
             follow_forks: true,
             off_cpu: false,
+            by_cgroup: false,
             slow: None,
         })?;
         Ok(Self {

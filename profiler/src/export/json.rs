@@ -41,6 +41,7 @@ pub fn drop_reason_key(reason: DropReason) -> &'static str {
         DropReason::IdOutOfRange => "id_out_of_range",
         DropReason::NoSlot => "no_slot",
         DropReason::ProcessTableFull => "process_table_full",
+        DropReason::CgroupTableFull => "cgroup_table_full",
     }
 }
 

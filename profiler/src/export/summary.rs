@@ -42,7 +42,7 @@ pub fn document(data: &ExportData) -> Document {
                 t,
             ));
         }
-        if m.syscalls.processes.len() > 1 {
+        if table::per_process_rows(&m.syscalls) {
             sections.push(Section::new(
                 format!("{}: {}", table::process_title(&m.syscalls), m.label()),
                 table::process_summary(&m.syscalls),

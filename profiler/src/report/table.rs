@@ -259,6 +259,13 @@ pub fn off_cpu_table(snapshot: &Snapshot) -> Option<Table> {
     (!table.is_empty()).then_some(table)
 }
 
+/// Whether a snapshot gets a per-process (or per-cgroup) table: with more than one process, or
+/// with any cgroup row (`--cgroup`, `--by-cgroup`), even one.
+#[must_use]
+pub fn per_process_rows(snapshot: &Snapshot) -> bool {
+    snapshot.processes.len() > 1 || snapshot.processes.iter().any(|p| p.cgroup.is_some())
+}
+
 /// The title of the off-CPU section, in every report.
 pub const OFF_CPU_TITLE: &str = "On and off the CPU (--off-cpu: per call, from sched_switch and sched_wakeup; on-CPU + blocked + runnable = mean)";
 

@@ -566,6 +566,7 @@ fn measure_run(
                 group_exit: GroupExit::Auto,
                 follow_forks: true,
                 off_cpu: options.off_cpu,
+                by_cgroup: false,
                 slow: options.slow,
             })?;
             *session.borrow_mut() = Some(s);
