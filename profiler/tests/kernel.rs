@@ -897,23 +897,25 @@ impl Drop for TestCgroup {
     }
 }
 
+/// A new cgroup `name` holding a stopped child that will make `closes` close(-1) calls.
+fn closer_in(name: &str, closes: u32) -> (TestCgroup, Child) {
+    let cgroup = TestCgroup::new(name);
+    let child = Child::stopped(move || {
+        for _ in 0..closes {
+            // SAFETY: close(-1) fails with EBADF and touches nothing.
+            unsafe { libc::close(-1) };
+        }
+    });
+    cgroup.add(child.pid());
+    (cgroup, child)
+}
+
 /// Two cgroups with a known number of closes each are counted exactly and apart; the test's
 /// own process, in neither, adds nothing.
 #[test]
 fn cgroups_are_traced_by_id_and_counted_apart() {
     let _serial = serial();
-    let (a, b) = (TestCgroup::new("a"), TestCgroup::new("b"));
-    let closer = |n: u32| {
-        Child::stopped(move || {
-            for _ in 0..n {
-                // SAFETY: close(-1) fails with EBADF and touches nothing.
-                unsafe { libc::close(-1) };
-            }
-        })
-    };
-    let (in_a, in_b) = (closer(300), closer(500));
-    a.add(in_a.pid());
-    b.add(in_b.pid());
+    let ((a, in_a), (b, in_b)) = (closer_in("a", 300), closer_in("b", 500));
     let cgroups = [&a, &b]
         .iter()
         .map(|c| profiler::cgroup::Cgroup::resolve(c.path.to_str().unwrap()).unwrap())
@@ -958,18 +960,7 @@ fn by_cgroup_counts_every_cgroup_apart_under_all() {
         slow: None,
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --by-cgroup failed: {e}"));
-    let (a, b) = (TestCgroup::new("by-a"), TestCgroup::new("by-b"));
-    let closer = |n: u32| {
-        Child::stopped(move || {
-            for _ in 0..n {
-                // SAFETY: close(-1) fails with EBADF and touches nothing.
-                unsafe { libc::close(-1) };
-            }
-        })
-    };
-    let (in_a, in_b) = (closer(300), closer(500));
-    a.add(in_a.pid());
-    b.add(in_b.pid());
+    let ((a, in_a), (b, in_b)) = (closer_in("by-a", 300), closer_in("by-b", 500));
     in_a.resume();
     in_b.resume();
     in_a.join();
