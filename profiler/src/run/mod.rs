@@ -614,13 +614,13 @@ fn measure_run(
     // --slow: from the reset on, like the counters (what the warm-up left is skipped).
     let slow = match (&mut session, options.slow) {
         (Some(s), Some(threshold)) => s.take_slow_maps()?.map(|maps| {
-            crate::slow::Collector::spawn(
+            crate::slow::Collector::spawn_since(
                 maps,
                 options.syscalls.iter().map(|s| s.name.clone()).collect(),
                 threshold,
                 options.slow_top,
+                crate::slow::monotonic_ns(),
             )
-            .since(crate::slow::monotonic_ns())
         }),
         _ => None,
     };

@@ -3,8 +3,9 @@
 //! its return), grouped by identical stacks.
 //!
 //! The exit program sends each slow call through a ring buffer ([`SlowCall`]); a
-//! [`Collector`] thread reads it as records arrive (so a process's mappings are read while it
-//! still runs), symbolizes each new stack once ([`symbols`]) and adds the call to its group.
+//! [`Collector`]'s reader thread reads it as records arrive (so a process's mappings are read
+//! while it still runs, as soon as the kernel announces one of its calls blocking), and its
+//! symbolizer thread symbolizes each new stack once ([`symbols`]) and adds the call to its group.
 //! Calls the ring buffer had no room for are counted in the kernel and reported, never dropped
 //! silently.
 
@@ -452,8 +453,6 @@ pub struct Collector {
     symbolizer: JoinHandle<(HashMap<GroupKey, SlowGroup>, u64)>,
     threshold: Duration,
     top: u32,
-    /// Calls that returned before this (`bpf_ktime_get_ns`) are skipped.
-    since_ns: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// CLOCK_MONOTONIC in ns: the clock of `bpf_ktime_get_ns`, which stamps [`SlowCall::end_ns`].
@@ -473,10 +472,22 @@ impl Collector {
     /// show the `top` slowest groups.
     #[must_use]
     pub fn spawn(maps: SlowMaps, syscalls: Vec<String>, threshold: Duration, top: u32) -> Self {
+        Self::spawn_since(maps, syscalls, threshold, top, 0)
+    }
+
+    /// [`Collector::spawn`], skipping the calls that returned before `since_ns`
+    /// (CLOCK_MONOTONIC, [`monotonic_ns`]): what a warm-up before a counter reset left in the
+    /// ring buffer.
+    #[must_use]
+    pub fn spawn_since(
+        maps: SlowMaps,
+        syscalls: Vec<String>,
+        threshold: Duration,
+        top: u32,
+        since_ns: u64,
+    ) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
-        let since_ns = Arc::new(std::sync::atomic::AtomicU64::new(0));
-        let since = Arc::clone(&since_ns);
         let (send, receive) = std::sync::mpsc::channel::<Arrived>();
         let reader = std::thread::spawn(move || {
             let mut maps = maps;
@@ -484,7 +495,6 @@ impl Collector {
             loop {
                 // Read the stop flag before draining, so the last drain follows the detach.
                 let stopping = flag.load(Ordering::Acquire);
-                let since_ns = since.load(Ordering::Relaxed);
                 read_records(&mut maps, &mut processes, since_ns, &send);
                 if stopping {
                     break;
@@ -514,16 +524,7 @@ impl Collector {
             symbolizer,
             threshold,
             top,
-            since_ns,
         }
-    }
-
-    /// Skips the calls that returned before `ns` (CLOCK_MONOTONIC, [`monotonic_ns`]): what a
-    /// warm-up before a counter reset left in the ring buffer.
-    #[must_use]
-    pub fn since(self, ns: u64) -> Self {
-        self.since_ns.store(ns, Ordering::Relaxed);
-        self
     }
 
     /// Reads what is left (call it once the programs are detached) and returns the report.
