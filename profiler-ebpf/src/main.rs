@@ -2,7 +2,9 @@
 //! every syscall in the chosen set, timing each call of the tracked processes into per-CPU maps.
 //!
 //! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
-//! but the clock and the current task id. Process tracking (fork, exit) is off the hot path and is
+//! but the clock and the current task id. Options add to it only when given (frozen `.rodata`
+//! flags the verifier folds): `--off-cpu` one more array entry, `--slow` a compare (its stack
+//! walks happen at switch-outs and past the threshold), `--by-cgroup` a hash lookup by cgroup id. Process tracking (fork, exit) is off the hot path and is
 //! the only place that logs (aya-log) or uses an atomic.
 #![cfg_attr(target_arch = "bpf", no_std)]
 #![cfg_attr(target_arch = "bpf", no_main)]
@@ -19,10 +21,9 @@ mod programs {
 
     use aya_ebpf::{
         bindings::BPF_F_USER_STACK,
-        helpers::bpf_get_current_comm,
         helpers::{
-            bpf_get_current_cgroup_id, bpf_get_current_pid_tgid, bpf_get_current_task,
-            bpf_ktime_get_ns, bpf_probe_read_kernel,
+            bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+            bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
         },
         macros::{map, raw_tracepoint, tracepoint},
         maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
