@@ -4,7 +4,7 @@
 //! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
 //! but the clock and the current task id. Options add to it only when given (frozen `.rodata`
 //! flags the verifier folds): `--off-cpu` one more array entry, `--slow` a compare (its stack
-//! //! walks happen at switch-outs and past the threshold), `--by-cgroup` a hash lookup by cgroup id.
+//! walks happen at switch-outs and past the threshold), `--by-cgroup` a hash lookup by cgroup id.
 //! Process tracking (fork, exit) is off the hot path and is the only place that logs (aya-log)
 //! or uses an atomic.
 #![cfg_attr(target_arch = "bpf", no_std)]
