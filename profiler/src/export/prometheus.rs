@@ -246,17 +246,17 @@ pub fn render(data: &ExportData) -> String {
         let families: [(&str, &str, Value); 3] = [
             (
                 "cgroup_syscall_calls_total",
-                "Completed syscalls per traced cgroup (--cgroup).",
+                "Completed syscalls per cgroup (--cgroup, --by-cgroup).",
                 |c| c.calls.to_string(),
             ),
             (
                 "cgroup_syscall_errors_total",
-                "Failed syscalls per traced cgroup (--cgroup).",
+                "Failed syscalls per cgroup (--cgroup, --by-cgroup).",
                 |c| c.errors.to_string(),
             ),
             (
                 "cgroup_syscall_seconds_total",
-                "Time inside syscalls per traced cgroup (--cgroup).",
+                "Time inside syscalls per cgroup (--cgroup, --by-cgroup).",
                 |c| format_float(c.total_ns as f64 / 1e9),
             ),
         ];
