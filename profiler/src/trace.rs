@@ -171,15 +171,7 @@ impl Trace {
             descendants += usize::from(session.track_if_running(pid)?);
         }
         // Reading before the command runs: its first slow call finds the reader there.
-        let slow = match (session.take_slow_maps()?, request.slow) {
-            (Some(maps), Some(threshold)) => Some(Collector::spawn(
-                maps,
-                request.syscalls.iter().map(|s| s.name.clone()).collect(),
-                threshold,
-                request.slow_top,
-            )),
-            _ => None,
-        };
+        let slow = session.start_slow_collector(request.slow_top, 0)?;
         if let Some(child) = child {
             session.track(child.pid)?;
             child.resume()?;

@@ -1105,9 +1105,10 @@ fn a_lingering_close_waits_in_tcp_where_close_frees_the_socket() {
         slow: Some(Duration::from_millis(10)),
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --slow failed: {e}"));
-    let maps = session.take_slow_maps().unwrap().expect("--slow maps");
-    let collector =
-        profiler::slow::Collector::spawn(maps, vec!["close".into()], Duration::from_millis(10), 5);
+    let collector = session
+        .start_slow_collector(5, 0)
+        .unwrap()
+        .expect("a collector with --slow");
     let closer = Child::stopped(lingering_close);
     session.track(closer.pid()).unwrap();
     closer.resume();

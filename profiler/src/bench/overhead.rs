@@ -297,16 +297,10 @@ fn measure_one(
         slow,
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.
-    let collector = match (m.config, session.take_slow_maps()?, slow) {
-        (Config::ProfilerSlowEvery, Some(maps), Some(threshold)) => {
-            Some(crate::slow::Collector::spawn(
-                maps,
-                syscalls.iter().map(|s| s.name.clone()).collect(),
-                threshold,
-                1,
-            ))
-        }
-        _ => None,
+    let collector = if m.config == Config::ProfilerSlowEvery {
+        session.start_slow_collector(1, 0)?
+    } else {
+        None
     };
     let ns = run(m.workload);
     let runs = session.program_run_stats();

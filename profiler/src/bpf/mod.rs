@@ -75,7 +75,7 @@ pub struct SessionConfig {
     /// `--all --by-cgroup`: also count every call under its cgroup, a row per cgroup.
     pub by_cgroup: bool,
     /// `--slow`: send every call at least this long, with its stacks, to user space
-    /// ([`Session::take_slow_maps`]); turns the split on, which the records carry.
+    /// ([`Session::start_slow_collector`]); turns the split on, which the records carry.
     pub slow: Option<Duration>,
 }
 
@@ -123,8 +123,8 @@ pub struct Session {
     armed_at: Instant,
     /// Whether calls are split into on-CPU, blocked and runnable time (`--off-cpu`).
     off_cpu: bool,
-    /// Whether slow calls are sent to user space (`--slow`).
-    slow: bool,
+    /// `--slow`: the threshold past which calls are sent to user space.
+    slow: Option<Duration>,
     /// Whether every call is counted under its cgroup too (`--all --by-cgroup`).
     by_cgroup: bool,
     /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
@@ -287,7 +287,7 @@ impl Session {
             links: Vec::new(),
             armed_at: Instant::now(),
             off_cpu: split != 0,
-            slow: slow_ns != 0,
+            slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
         };
         session.write_slots()?;
@@ -387,10 +387,18 @@ impl Session {
         Ok(index != 0)
     }
 
-    /// `--slow`: the ring buffer, stack map and loss counter, for a [`crate::slow::Collector`]
-    /// (once; `None` without `--slow`).
-    pub fn take_slow_maps(&mut self) -> Result<Option<crate::slow::SlowMaps>, SetupError> {
-        if !self.slow || self.ebpf.map("SLOW_CALLS").is_none() {
+    /// `--slow`: starts the [`crate::slow::Collector`] that reads the slow calls (once; `None`
+    /// without `--slow`), showing the `top` slowest stacks and skipping the calls that returned
+    /// before `since_ns` (CLOCK_MONOTONIC; 0 for none).
+    pub fn start_slow_collector(
+        &mut self,
+        top: u32,
+        since_ns: u64,
+    ) -> Result<Option<crate::slow::Collector>, SetupError> {
+        let Some(threshold) = self.slow else {
+            return Ok(None);
+        };
+        if self.ebpf.map("SLOW_CALLS").is_none() {
             return Ok(None);
         }
         let mut take = |name: &str| {
@@ -400,11 +408,15 @@ impl Session {
         };
         let (ring, stacks, lost) = (take("SLOW_CALLS")?, take("STACKS")?, take("SLOW_LOST")?);
         let bpf = |name: &str, e: aya::maps::MapError| SetupError::bpf(format!("map {name}"), e);
-        Ok(Some(crate::slow::SlowMaps {
+        let maps = crate::slow::SlowMaps {
             ring: aya::maps::RingBuf::try_from(ring).map_err(|e| bpf("SLOW_CALLS", e))?,
             stacks: aya::maps::StackTraceMap::try_from(stacks).map_err(|e| bpf("STACKS", e))?,
             lost: PerCpuArray::try_from(lost).map_err(|e| bpf("SLOW_LOST", e))?,
-        }))
+        };
+        let names = self.syscalls.iter().map(|s| s.name.clone()).collect();
+        Ok(Some(crate::slow::Collector::spawn(
+            maps, names, threshold, top, since_ns,
+        )))
     }
 
     /// Moves kernel-side log records to the `log` crate.

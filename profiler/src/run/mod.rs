@@ -612,17 +612,9 @@ fn measure_run(
         s.reset()?;
     }
     // --slow: from the reset on, like the counters (what the warm-up left is skipped).
-    let slow = match (&mut session, options.slow) {
-        (Some(s), Some(threshold)) => s.take_slow_maps()?.map(|maps| {
-            crate::slow::Collector::spawn_since(
-                maps,
-                options.syscalls.iter().map(|s| s.name.clone()).collect(),
-                threshold,
-                options.slow_top,
-                crate::slow::monotonic_ns(),
-            )
-        }),
-        _ => None,
+    let slow = match &mut session {
+        Some(s) => s.start_slow_collector(options.slow_top, crate::slow::monotonic_ns())?,
+        None => None,
     };
     let pids = match &session {
         Some(s) => s.tracked_pids()?,

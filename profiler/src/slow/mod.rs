@@ -468,18 +468,12 @@ pub fn monotonic_ns() -> u64 {
 }
 
 impl Collector {
-    /// Starts reading `maps`; `syscalls` are the session's, in slot order; the report will
-    /// show the `top` slowest groups.
+    /// Starts reading `maps` (from [`crate::bpf::Session::start_slow_collector`]); `syscalls`
+    /// are the session's, in slot order; the report will show the `top` slowest groups; calls
+    /// that returned before `since_ns` (CLOCK_MONOTONIC, [`monotonic_ns`]) are skipped: what a
+    /// warm-up before a counter reset left in the ring buffer.
     #[must_use]
-    pub fn spawn(maps: SlowMaps, syscalls: Vec<String>, threshold: Duration, top: u32) -> Self {
-        Self::spawn_since(maps, syscalls, threshold, top, 0)
-    }
-
-    /// [`Collector::spawn`], skipping the calls that returned before `since_ns`
-    /// (CLOCK_MONOTONIC, [`monotonic_ns`]): what a warm-up before a counter reset left in the
-    /// ring buffer.
-    #[must_use]
-    pub fn spawn_since(
+    pub fn spawn(
         maps: SlowMaps,
         syscalls: Vec<String>,
         threshold: Duration,
