@@ -103,7 +103,8 @@ pub struct AttachArgs {
     #[arg(long, conflicts_with = "all")]
     pub no_children: bool,
     /// Trace the processes of this cgroup v2 and of the cgroups below it (repeatable; a
-    /// per-cgroup table follows): a path below /sys/fs/cgroup, or absolute.
+    /// per-cgroup table follows): a path relative to the cgroup2 mount (/sys/fs/cgroup, or
+    /// /sys/fs/cgroup/unified on hybrid hosts), or absolute below it.
     #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all", "command"])]
     pub cgroups: Vec<String>,
     /// With --all: also count every call under its cgroup, with a per-cgroup table (and a

@@ -12,11 +12,16 @@ pub enum SetupError {
         "loading eBPF programs needs root or CAP_BPF and CAP_PERFMON: run it with sudo (or `setcap cap_bpf,cap_perfmon+ep` on the binary)"
     )]
     NotPrivileged,
-    /// tracefs is not mounted and could not be mounted.
+    /// tracefs is not mounted (and the profiler could not mount it in its own namespace).
     #[error(
-        "tracefs is not mounted and mounting it failed ({0}): as root run `mount -t tracefs tracefs /sys/kernel/tracing`"
+        "tracefs is not mounted at /sys/kernel/tracing and the profiler could not mount it privately (that needs CAP_SYS_ADMIN): mount it (`mount -t tracefs tracefs /sys/kernel/tracing`) or run the profiler as root"
     )]
-    TracefsNotMounted(std::io::Error),
+    TracefsNotMounted,
+    /// tracefs is mounted but this (non-root) process may not read it.
+    #[error(
+        "tracefs at /sys/kernel/tracing is not readable by this user (it is mode 0700): besides CAP_BPF and CAP_PERFMON the profiler needs CAP_DAC_READ_SEARCH (`setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep profiler`)"
+    )]
+    TracefsUnreadable,
     /// The kernel was built without syscall tracepoints.
     #[error(
         "this kernel has no syscalls: tracepoints (/sys/kernel/tracing/events/syscalls is missing): it needs CONFIG_FTRACE_SYSCALLS"
@@ -73,7 +78,7 @@ pub enum SetupError {
     },
     /// A `--cgroup` that is not a cgroup v2 directory.
     #[error(
-        "--cgroup {path}: {problem}; give a cgroup v2 directory, as a path under /sys/fs/cgroup (system.slice/nginx.service) or absolute"
+        "--cgroup {path}: {problem}; give a cgroup v2 directory, as a path relative to the cgroup2 mount (system.slice/nginx.service) or absolute below it"
     )]
     NoCgroup {
         /// The path as given.

@@ -15,6 +15,8 @@ use profiler::{
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    // While the process has one thread: a namespace of its own if tracefs must be mounted.
+    let private_tracefs = profiler::bpf::environment::mount_tracefs_privately();
     let level = match cli.verbose {
         0 => log::LevelFilter::Warn,
         1 => log::LevelFilter::Info,
@@ -24,6 +26,9 @@ fn main() -> ExitCode {
         .filter_level(level)
         .format_timestamp(None)
         .init();
+    if let Err(e) = private_tracefs {
+        log::debug!("tracefs is not mounted and could not be mounted privately: {e}");
+    }
     match run(cli) {
         Ok(code) => ExitCode::from(u8::try_from(code).unwrap_or(1)),
         Err(error) => {

@@ -47,7 +47,7 @@ pub struct TraceRequest {
     pub command: Vec<String>,
     /// Split each call into on-CPU, blocked and runnable time (`--off-cpu`).
     pub off_cpu: bool,
-    /// `--cgroup`: trace these cgroups' processes instead (paths below /sys/fs/cgroup).
+    /// `--cgroup`: trace these cgroups' processes instead (paths below the cgroup2 mount).
     pub cgroups: Vec<String>,
     /// `--all --by-cgroup`: also count every call under its cgroup.
     pub by_cgroup: bool,

@@ -900,11 +900,8 @@ fn attach_slow_reports_the_slow_calls_in_every_document_format() {
 #[test]
 fn attach_by_cgroup_labels_its_rows_and_series() {
     let _serial = serial();
-    let root = Path::new("/sys/fs/cgroup");
-    assert!(
-        root.join("cgroup.controllers").is_file(),
-        "this test needs cgroup v2 at /sys/fs/cgroup"
-    );
+    // Wherever cgroup2 is mounted (unified or hybrid); `--cgroup` takes paths relative to it.
+    let root = profiler::cgroup::cgroup2_root().expect("this test needs a cgroup2 mount");
     let dir = scratch("attach-cgroup");
     let names = [
         format!("syscall-profiler-export-{}-a", std::process::id()),
@@ -921,7 +918,8 @@ fn attach_by_cgroup_labels_its_rows_and_series() {
             Command::new("python3")
                 .arg("-c")
                 .arg(format!(
-                    "import os, time\nopen('/sys/fs/cgroup/{n}/cgroup.procs', 'w').write(str(os.getpid()))\ntime.sleep(1.5)\nfor _ in range({closes}):\n    try: os.close(-1)\n    except OSError: pass\n"
+                    "import os, time\nopen('{}/{n}/cgroup.procs', 'w').write(str(os.getpid()))\ntime.sleep(1.5)\nfor _ in range({closes}):\n    try: os.close(-1)\n    except OSError: pass\n",
+                    root.display()
                 ))
                 .spawn()
                 .unwrap()

@@ -854,25 +854,17 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
     );
 }
 
-/// A cgroup v2 made for a test under /sys/fs/cgroup (mounted there when it is not, as in the
-/// matrix's guests); removed on drop, once its processes have exited.
+/// A cgroup v2 made for a test below wherever cgroup2 is mounted (`/sys/fs/cgroup` unified,
+/// `/sys/fs/cgroup/unified` hybrid); removed on drop, once its processes have exited. The test
+/// never mounts anything: the guest suite sets up its guests' cgroups, the host has its own.
 struct TestCgroup {
     path: std::path::PathBuf,
 }
 
 impl TestCgroup {
     fn new(name: &str) -> Self {
-        let root = std::path::Path::new("/sys/fs/cgroup");
-        if !root.join("cgroup.controllers").is_file() {
-            let status = std::process::Command::new("mount")
-                .args(["-t", "cgroup2", "none", "/sys/fs/cgroup"])
-                .status()
-                .expect("running mount");
-            assert!(
-                status.success(),
-                "mounting cgroup2 at /sys/fs/cgroup failed"
-            );
-        }
+        let root = profiler::cgroup::cgroup2_root()
+            .expect("no cgroup2 hierarchy in /proc/self/mountinfo: these tests need one mounted");
         let path = root.join(format!(
             "syscall-profiler-test-{}-{name}",
             std::process::id()

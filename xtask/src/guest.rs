@@ -46,6 +46,8 @@ impl Suite {
     pub fn run(&self) -> Result<()> {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         println!("guest: {} kernel {}", self.label, release.trim());
+        let layout = self.mount_cgroups()?;
+        println!("guest: cgroups {layout}");
         let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
             ("real-kernel tests (profiler/tests/kernel.rs)", &|| {
                 run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1"))
@@ -98,6 +100,30 @@ impl Suite {
                 self.label
             )
         }
+    }
+
+    /// The guest's cgroups, as the hosts users run have them: the 6.12 guest the unified layout
+    /// (cgroup2 at /sys/fs/cgroup), the others systemd's hybrid one (v1 controllers under a
+    /// tmpfs at /sys/fs/cgroup, cgroup2 at /sys/fs/cgroup/unified), so that the cgroup tests run
+    /// on both. Mounted in the guest's own kernel, which boots with none: the host is untouched.
+    fn mount_cgroups(&self) -> Result<&'static str> {
+        let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+        if mountinfo.contains(" - cgroup2 ") {
+            return Ok("as the guest booted (cgroup2 already mounted)");
+        }
+        let mount = |fstype: &str, options: &str, dir: &str| -> Result<()> {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
+            run_ok(Command::new("mount").args(["-t", fstype, "-o", options, fstype, dir]))
+                .with_context(|| format!("mounting {fstype} at {dir}"))
+        };
+        if self.label == "6.12" {
+            mount("cgroup2", "rw", "/sys/fs/cgroup")?;
+            return Ok("unified: cgroup2 at /sys/fs/cgroup");
+        }
+        mount("tmpfs", "mode=755", "/sys/fs/cgroup")?;
+        mount("cgroup", "pids", "/sys/fs/cgroup/pids")?;
+        mount("cgroup2", "rw", "/sys/fs/cgroup/unified")?;
+        Ok("hybrid: v1 pids at /sys/fs/cgroup/pids, cgroup2 at /sys/fs/cgroup/unified")
     }
 
     /// `profiler attach -- closer`: the workload and its forked children each make exactly

@@ -132,6 +132,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Task::Test { no_kernels, args } => {
             require_root("the test suite loads eBPF programs into the kernel")?;
+            private_tracefs()?;
             setup()?;
             install_test_packages()?;
             cargo(&["fmt", "--all", "--check"])?;
@@ -152,6 +153,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
         }
         Task::TestKernels { kernels: selected } => {
             require_root("the kernel matrix loads eBPF programs into each guest kernel")?;
+            private_tracefs()?;
             setup()?;
             let binaries = kernels::GuestBinaries::build()?;
             kernels::run_matrix(&selected, &binaries)?;
@@ -164,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             fault_tests,
             profiler,
         } => {
+            private_tracefs()?;
             guest::Suite {
                 label,
                 kernel_tests,
@@ -179,6 +182,45 @@ fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// The tests load programs in their own process and need tracefs; where it is not mounted,
+/// the suite runs in a mount namespace of its own (every mount private, so nothing propagates
+/// back) with tracefs mounted there: the machine's mount table is left as it was. Called while
+/// xtask has one thread, so every process it starts inherits the namespace.
+fn private_tracefs() -> Result<()> {
+    const TRACEFS: &str = "/sys/kernel/tracing";
+    if Path::new(TRACEFS).join("events").exists() {
+        return Ok(());
+    }
+    let c = |s: &str| std::ffi::CString::new(s).expect("no NUL in a constant");
+    let (root, target, fstype) = (c("/"), c(TRACEFS), c("tracefs"));
+    // SAFETY: unshare and mount get valid NUL-terminated strings or null pointers.
+    let failed = unsafe {
+        libc::unshare(libc::CLONE_NEWNS) != 0
+            || libc::mount(
+                std::ptr::null(),
+                root.as_ptr(),
+                std::ptr::null(),
+                libc::MS_REC | libc::MS_PRIVATE,
+                std::ptr::null(),
+            ) != 0
+            || libc::mount(
+                fstype.as_ptr(),
+                target.as_ptr(),
+                fstype.as_ptr(),
+                0,
+                std::ptr::null(),
+            ) != 0
+    };
+    if failed {
+        bail!(
+            "mounting tracefs in a private mount namespace failed ({})",
+            std::io::Error::last_os_error()
+        );
+    }
+    eprintln!("setup: tracefs mounted at {TRACEFS} in the suite's own mount namespace");
+    Ok(())
 }
 
 fn root() -> PathBuf {

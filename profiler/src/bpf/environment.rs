@@ -49,40 +49,70 @@ pub fn check_bpf() -> Result<(), SetupError> {
     Ok(())
 }
 
-/// Makes sure `/sys/kernel/tracing/events/syscalls` exists, mounting tracefs when it is not
-/// mounted (root only).
+/// Makes sure `/sys/kernel/tracing/events/syscalls` can be read. The profiler never mounts
+/// tracefs where the rest of the machine would see it: [`mount_tracefs_privately`], called
+/// first thing by the binary, mounts it in a mount namespace of the profiler's own.
 fn ensure_tracefs() -> Result<(), SetupError> {
     let events = Path::new(TRACEFS).join("events");
-    if events.is_dir() {
-        return if events.join("syscalls").is_dir() {
-            Ok(())
-        } else {
-            Err(SetupError::NoSyscallTracepoints)
-        };
+    match fs::read_dir(&events) {
+        Ok(_) if events.join("syscalls").is_dir() => Ok(()),
+        Ok(_) => Err(SetupError::NoSyscallTracepoints),
+        // Mounted, but mode 0700 and this process is not root.
+        Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
+            Err(SetupError::TracefsUnreadable)
+        }
+        Err(_) => Err(SetupError::TracefsNotMounted),
     }
-    let target = CString::new(TRACEFS).expect("no NUL in a constant");
-    let fstype = CString::new("tracefs").expect("no NUL in a constant");
-    // SAFETY: valid NUL-terminated strings; no data argument.
-    let rc = unsafe {
-        libc::mount(
+}
+
+/// Whether tracefs is mounted at [`TRACEFS`] (its `events` folder is there).
+#[must_use]
+pub fn tracefs_mounted() -> bool {
+    Path::new(TRACEFS).join("events").exists()
+}
+
+/// When tracefs is not mounted: moves this process into a mount namespace of its own (all
+/// mounts private, so nothing propagates back) and mounts tracefs there, leaving the machine's
+/// mount table as it was. The traced command started by `attach -- CMD` inherits the namespace.
+///
+/// Must run while the process has one thread: a namespace is per thread, and threads started
+/// before would keep the old one. Returns whether it mounted; failures are left for
+/// [`prepare`] to report.
+pub fn mount_tracefs_privately() -> std::io::Result<bool> {
+    if tracefs_mounted() {
+        return Ok(false);
+    }
+    // SAFETY: unshare and mount take no pointers but the NUL-terminated strings below.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let root = CString::new("/").expect("no NUL in a constant");
+        if libc::mount(
+            std::ptr::null(),
+            root.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REC | libc::MS_PRIVATE,
+            std::ptr::null(),
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+        let target = CString::new(TRACEFS).expect("no NUL in a constant");
+        let fstype = CString::new("tracefs").expect("no NUL in a constant");
+        if libc::mount(
             fstype.as_ptr(),
             target.as_ptr(),
             fstype.as_ptr(),
             0,
             std::ptr::null(),
-        )
-    };
-    if rc != 0 {
-        return Err(SetupError::TracefsNotMounted(
-            std::io::Error::last_os_error(),
-        ));
+        ) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
     }
-    log::info!("mounted tracefs at {TRACEFS}");
-    if events.join("syscalls").is_dir() {
-        Ok(())
-    } else {
-        Err(SetupError::NoSyscallTracepoints)
-    }
+    log::info!("mounted tracefs at {TRACEFS} in the profiler's own mount namespace");
+    Ok(true)
 }
 
 /// `kernel.pid_max`: the size of the per-thread and per-process tables.

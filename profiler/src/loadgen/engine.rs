@@ -155,6 +155,7 @@ pub(crate) fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
         elapsed,
         latency: merged.latency,
         corrected_latency: merged.corrected,
+        send_lateness: merged.late,
         connect_latency: merged.connect,
         errors: merged.errors,
         interrupted: plan

@@ -142,6 +142,10 @@ pub struct LoadReport {
     /// Open loop only: latency from each request's intended send time (wrk2's coordinated
     /// omission correction), in ns.
     pub corrected_latency: Option<Histogram<u64>>,
+    /// Open loop only: how late the generator sent each request (actual minus intended send
+    /// time, in ns; 1 ns for one sent on time). Large values say the generator, not the server,
+    /// was late: the corrected latency then charges the server for the generator's delay.
+    pub send_lateness: Option<Histogram<u64>>,
     /// Short connections only: connect() time of correct requests, in ns.
     pub connect_latency: Option<Histogram<u64>>,
     /// Failed requests by kind.

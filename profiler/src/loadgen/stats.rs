@@ -24,6 +24,8 @@ pub(crate) struct RuntimeStats {
     pub requests: u64,
     pub latency: Histogram<u64>,
     pub corrected: Option<Histogram<u64>>,
+    /// Open loop: how late each request was sent (actual minus intended send time).
+    pub late: Option<Histogram<u64>>,
     pub connect: Option<Histogram<u64>>,
     pub errors: ErrorCounts,
 }
@@ -35,6 +37,7 @@ impl RuntimeStats {
             requests: 0,
             latency: latency_histogram(),
             corrected: open_loop.then(latency_histogram),
+            late: open_loop.then(latency_histogram),
             connect: short.then(latency_histogram),
             errors: ErrorCounts::default(),
         }
@@ -46,6 +49,9 @@ impl RuntimeStats {
         self.latency.saturating_record(nanos(done.end - sent));
         if let (Some(h), Some(intended)) = (&mut self.corrected, intended) {
             h.saturating_record(nanos(done.end.saturating_duration_since(intended)));
+        }
+        if let (Some(h), Some(intended)) = (&mut self.late, intended) {
+            h.saturating_record(nanos(sent.saturating_duration_since(intended)));
         }
         if let (Some(h), Some(c)) = (&mut self.connect, done.connect) {
             h.saturating_record(nanos(c));
@@ -62,6 +68,9 @@ impl RuntimeStats {
         };
         add(&mut self.latency, &other.latency);
         if let (Some(a), Some(b)) = (&mut self.corrected, &other.corrected) {
+            add(a, b);
+        }
+        if let (Some(a), Some(b)) = (&mut self.late, &other.late) {
             add(a, b);
         }
         if let (Some(a), Some(b)) = (&mut self.connect, &other.connect) {

@@ -277,6 +277,8 @@ fn open_loop_section(s: &ScenarioResult) -> Option<Section> {
         "corrected p99",
         "corrected p99.9",
         "corrected max",
+        "sent late p50",
+        "sent late p99",
     ]);
     let mut rows = 0;
     for v in &s.variants {
@@ -288,17 +290,26 @@ fn open_loop_section(s: &ScenarioResult) -> Option<Section> {
                 [v.variant.to_string(), r.run.to_string()]
                     .into_iter()
                     .chain(latency_cells(&r.load.latency))
-                    .chain(latency_cells(c)),
+                    .chain(latency_cells(c))
+                    .chain(lateness_cells(r.load.send_lateness.as_ref())),
             );
             rows += 1;
         }
     }
     (rows > 0).then(|| {
         Section::new(
-            "Open loop: latency from the actual send, and corrected (from each request's intended send time, as wrk2)",
+            "Open loop: latency from the actual send, and corrected (from each request's intended send time, as wrk2); how late the generator sent (a large 'sent late' means the generator, not the server, was late)",
             table,
         )
     })
+}
+
+/// The p50 and p99 of how late the open loop sent its requests.
+fn lateness_cells(late: Option<&hdrhistogram::Histogram<u64>>) -> [String; 2] {
+    match late {
+        Some(h) if !h.is_empty() => [0.5, 0.99].map(|q| duration(h.value_at_quantile(q))),
+        _ => ["—".to_owned(), "—".to_owned()],
+    }
 }
 
 fn requests_of(v: &VariantResult) -> u64 {
