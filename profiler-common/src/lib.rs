@@ -51,6 +51,29 @@ pub const MAX_TRACKABLE_VALUE: u64 = (1u64 << (MAX_EXPONENT + 1)) - 1;
 /// (epoll_wait, epoll_pwait, epoll_pwait2), which also fill the events-per-call histogram.
 pub const SLOT_FLAG_EVENTS: u32 = 1 << 16;
 
+/// Bit set in a slot-table entry for the syscalls that return twice, once in the child (clone,
+/// clone3, fork, vfork): a child's return (0) has no entry of its own and is no lost call.
+pub const SLOT_FLAG_FORKS: u32 = 1 << 17;
+
+/// Whether an entry is of a syscall that returns in a new child too.
+#[inline(always)]
+#[must_use]
+pub const fn entry_forks(entry: SlotEntry) -> bool {
+    entry & SLOT_FLAG_FORKS != 0
+}
+
+/// A slot-table entry (ia32 table only) of a syscall that is not timed but counted as not
+/// seen ([`DropReason::Ia32Socketcall`]); its slot reads as none.
+pub const IA32_NOT_TIMED: SlotEntry = SLOT_FLAG_FORKS << 1;
+
+/// The code segment selector of 32-bit (ia32) user code on x86_64 (`__USER32_CS`): what
+/// `pt_regs.cs` holds during a 32-bit process's syscall.
+pub const USER32_CS: u64 = 0x23;
+/// Offset of `cs` in x86_64's `struct pt_regs` (user ABI, the same on every kernel).
+pub const PT_REGS_CS: usize = 17 * 8;
+/// Offset of `orig_ax` (the syscall number) in x86_64's `struct pt_regs`.
+pub const PT_REGS_ORIG_AX: usize = 15 * 8;
+
 /// An entry of the syscall-number → slot table: `slot + 1` in the low 16 bits (0 = not timed),
 /// flags above.
 pub type SlotEntry = u32;
@@ -237,10 +260,13 @@ pub enum DropReason {
     /// `--by-cgroup`: a cgroup beyond [`MAX_CGROUP_IDS`]: its calls are in the totals but in
     /// no cgroup's row.
     CgroupTableFull = 4,
+    /// A 32-bit process's socketcall(2), not timed: a traced syscall (accept) has no ia32
+    /// number of its own there, and socketcall multiplexes the socket calls.
+    Ia32Socketcall = 5,
 }
 
 /// Number of [`DropReason`] values.
-pub const DROP_REASONS: usize = 5;
+pub const DROP_REASONS: usize = 6;
 
 impl DropReason {
     /// Every reason, in counter order.
@@ -250,6 +276,7 @@ impl DropReason {
         Self::NoSlot,
         Self::ProcessTableFull,
         Self::CgroupTableFull,
+        Self::Ia32Socketcall,
     ];
 
     /// Short description for reports.
@@ -261,6 +288,9 @@ impl DropReason {
             Self::NoSlot => "syscall number without a slot",
             Self::ProcessTableFull => "process table full (counted under 'other processes')",
             Self::CgroupTableFull => "cgroup table full (in the totals, in no cgroup's row)",
+            Self::Ia32Socketcall => {
+                "socketcall(2) of a 32-bit process, not timed (accept has no ia32 syscall of its own)"
+            }
         }
     }
 
@@ -318,8 +348,9 @@ pub struct ThreadStart {
     pub start_ns: u64,
     /// Dense index of the thread's process (see `TRACKED`), or [`NO_PROCESS`].
     pub process: u32,
-    /// Explicit padding.
-    pub _pad: u32,
+    /// 0 for a call timed by the syscall tracepoints; for a 32-bit (ia32) call, timed by the
+    /// raw `sys_enter`/`sys_exit` programs, its slot-table entry (never 0).
+    pub compat_entry: SlotEntry,
 }
 
 /// Where a thread inside a traced call spends its time off the CPU (`OFF_CPU` map, indexed by

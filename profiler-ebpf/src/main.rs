@@ -28,17 +28,23 @@ mod programs {
         },
         macros::{map, raw_tracepoint, tracepoint},
         maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
-        programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext as _},
+        programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
     };
     use aya_log_ebpf::{info, warn};
     use profiler_common::{
         ANNOUNCE_SLOT, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
         FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
         MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
-        OffCpu, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout, STACK_NOT_TAKEN,
-        SlotEntry, SlowCall, SyscallSlot, ThreadStart, bucket_index, entry_counts_events,
-        entry_slot, forked_process_index, slot_of_entry, switched_out_runnable,
+        OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, ProcessStats, RECORD_HEADER, RECORD_WINDOW,
+        RecordLayout, STACK_NOT_TAKEN, SlotEntry, SlowCall, SyscallSlot, ThreadStart, USER32_CS,
+        bucket_index, entry_counts_events, entry_forks, entry_slot, forked_process_index,
+        slot_of_entry, switched_out_runnable,
     };
+
+    /// The profiler's own process, never traced (its polling and /proc reads under `--all`);
+    /// 0 for none (the tests count their own calls). Set by the loader, frozen.
+    #[unsafe(no_mangle)]
+    static SELF_TGID: u32 = 0;
 
     /// 1 to time every process on the machine (`--all`); set by the loader before load.
     #[unsafe(no_mangle)]
@@ -145,6 +151,11 @@ mod programs {
     #[map]
     static SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYSCALL_NR, 0);
 
+    /// The same for 32-bit (ia32) syscall numbers, which `compat_enter` sees: the traced
+    /// syscalls that exist in the ia32 table, under the same slots.
+    #[map]
+    static IA32_SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYSCALL_NR, 0);
+
     /// Per slot: counters and latency histogram.
     #[map]
     static SYSCALLS: PerCpuArray<SyscallSlot> =
@@ -193,6 +204,10 @@ mod programs {
     #[inline(always)]
     fn traced_process(tgid: u32) -> Option<u32> {
         // SAFETY: read-only globals patched by the loader; volatile so they are not folded.
+        if tgid == unsafe { core::ptr::read_volatile(&SELF_TGID) } {
+            return None;
+        }
+        // SAFETY: as above.
         let all = unsafe { core::ptr::read_volatile(&TRACE_ALL) } != 0;
         // SAFETY: as above.
         let cgroups = unsafe { core::ptr::read_volatile(&TRACE_CGROUPS) } != 0;
@@ -204,18 +219,20 @@ mod programs {
         match TRACKED.get(tgid) {
             Some(&index) if index != 0 => Some(index - 1),
             _ if all => Some(NO_PROCESS),
-            Some(_) => None,
-            None => {
-                count_drop(DropReason::IdOutOfRange);
-                None
-            }
+            // A process beyond the map (pid_max raised while tracing) was never tracked: its
+            // fork, if a tracked process made it, was counted as lost in `task_newtask`.
+            _ => None,
         }
     }
 
-    /// Counts an exit whose entry was not seen, under its syscall's slot and in `DROPPED`.
+    /// Counts an exit whose entry was not seen, under its syscall's slot and in `DROPPED`;
+    /// `entry` is the syscall's slot-table entry. A new child's return from a fork had no entry
+    /// and loses nothing.
     #[inline(always)]
-    fn count_missing_start(nr: i32) {
-        let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+    fn count_missing_start(entry: SlotEntry, ret: i64) {
+        if entry_forks(entry) && ret == 0 {
+            return;
+        }
         let Some(slot) = slot_of_entry(entry) else {
             count_drop(DropReason::NoStart);
             return;
@@ -270,16 +287,112 @@ mod programs {
             Some(start) => unsafe {
                 (*start).start_ns = bpf_ktime_get_ns();
                 (*start).process = process;
+                (*start).compat_entry = 0;
             },
             None => count_drop(DropReason::IdOutOfRange),
         }
+        reset_off_cpu(pid_tgid as u32);
+        0
+    }
+
+    /// At a traced call's entry: its off-CPU parts start from zero.
+    #[inline(always)]
+    fn reset_off_cpu(tid: u32) {
         if split_off_cpu()
-            && let Some(off) = OFF_CPU.get_ptr_mut(pid_tgid as u32)
+            && let Some(off) = OFF_CPU.get_ptr_mut(tid)
         {
             // SAFETY: this thread's own entry; the sched programs touch it only while the
             // thread is inside a call and off the CPU, which it is not now.
             unsafe { *off = OffCpu::default() };
         }
+    }
+
+    /// Whether the syscall whose registers are `regs` came from 32-bit (ia32) code: the
+    /// syscalls: tracepoints skip those calls (x86 defines ARCH_TRACE_IGNORE_COMPAT_SYSCALLS),
+    /// so the raw programs below time them. (A 64-bit program issuing `int $0x80` runs with the
+    /// 64-bit selector and is seen by neither.)
+    #[inline(always)]
+    fn is_ia32(regs: *const u8) -> bool {
+        // SAFETY: a read of kernel memory through the helper, which fails instead of faulting.
+        unsafe { bpf_probe_read_kernel(regs.add(PT_REGS_CS).cast::<u64>()) }
+            .is_ok_and(|cs| cs == USER32_CS)
+    }
+
+    /// raw `sys_enter`, attached with the profiler's programs: a 32-bit process's call to a
+    /// traced syscall (looked up by its ia32 number) is timed here. The cheap test first: only
+    /// a number that is traced in the ia32 table (or a 64-bit call with the same number) reads
+    /// the registers.
+    #[raw_tracepoint]
+    pub fn compat_enter(ctx: RawTracePointContext) -> u32 {
+        let nr = ctx.arg::<u64>(1);
+        let entry = IA32_SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+        if entry == 0 {
+            return 0;
+        }
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
+            return 0;
+        };
+        if !is_ia32(ctx.arg::<*const u8>(0)) {
+            return 0;
+        }
+        if slot_of_entry(entry).is_none() {
+            count_drop(DropReason::Ia32Socketcall);
+            return 0;
+        }
+        match START.get_ptr_mut(pid_tgid as u32) {
+            // SAFETY: only this thread writes its own entry between its syscall entry and exit.
+            Some(start) => unsafe {
+                (*start).start_ns = bpf_ktime_get_ns();
+                (*start).process = process;
+                (*start).compat_entry = entry;
+            },
+            None => count_drop(DropReason::IdOutOfRange),
+        }
+        reset_off_cpu(pid_tgid as u32);
+        0
+    }
+
+    /// raw `sys_exit`: ends a 32-bit call that `compat_enter` timed. Calls timed by the
+    /// syscall tracepoints carry no compat entry and are left to `syscall_exit`. An exit with
+    /// no entry is looked at only once every program is attached, for a traced process, and
+    /// only a 32-bit one is counted here.
+    #[raw_tracepoint]
+    pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
+        let pid_tgid = bpf_get_current_pid_tgid();
+        let Some(start_ptr) = START.get_ptr_mut(pid_tgid as u32) else {
+            return 0;
+        };
+        // SAFETY: this thread's own entry.
+        let start = unsafe { *start_ptr };
+        let ret = ctx.arg::<i64>(1);
+        if start.start_ns == 0 {
+            if ARMED.get(0).is_some_and(|&armed| armed != 0)
+                && traced_process((pid_tgid >> 32) as u32).is_some()
+            {
+                let regs = ctx.arg::<*const u8>(0);
+                if is_ia32(regs) {
+                    // SAFETY: as in `is_ia32`.
+                    let nr =
+                        unsafe { bpf_probe_read_kernel(regs.add(PT_REGS_ORIG_AX).cast::<u64>()) }
+                            .unwrap_or(u64::MAX);
+                    if let Some(&entry) = IA32_SLOT_OF_NR.get(nr as u32)
+                        && slot_of_entry(entry).is_some()
+                    {
+                        count_missing_start(entry, ret);
+                    }
+                }
+            }
+            return 0;
+        }
+        if start.compat_entry == 0 {
+            return 0;
+        }
+        // SAFETY: a plain helper call.
+        let now = unsafe { bpf_ktime_get_ns() };
+        // SAFETY: as above.
+        unsafe { (*start_ptr).start_ns = 0 };
+        account(&ctx, pid_tgid, start, start.compat_entry, ret, now);
         0
     }
 
@@ -378,10 +491,8 @@ mod programs {
     #[tracepoint]
     pub fn syscall_exit(ctx: TracePointContext) -> u32 {
         let pid_tgid = bpf_get_current_pid_tgid();
+        // A thread beyond the map: its entry was counted as lost in `syscall_enter`.
         let Some(start_ptr) = START.get_ptr_mut(pid_tgid as u32) else {
-            if traced_process((pid_tgid >> 32) as u32).is_some() {
-                count_drop(DropReason::IdOutOfRange);
-            }
             return 0;
         };
         // SAFETY: this thread's own entry.
@@ -392,7 +503,9 @@ mod programs {
             if ARMED.get(0).is_some_and(|&armed| armed != 0)
                 && traced_process((pid_tgid >> 32) as u32).is_some()
             {
-                count_missing_start(nr);
+                let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+                let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
+                count_missing_start(entry, ret);
             }
             return 0;
         }
@@ -402,14 +515,30 @@ mod programs {
         unsafe { (*start_ptr).start_ns = 0 };
         let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
         let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+        account(&ctx, pid_tgid, start, entry, ret, now);
+        0
+    }
+
+    /// Adds one finished call to its slot's counters and histograms, its process's (or
+    /// cgroup's) row, and sends it to user space past the `--slow` threshold. Every front end
+    /// (the syscall tracepoints, the raw compat programs) ends its calls here.
+    #[inline(always)]
+    fn account<C: StackIdContext>(
+        ctx: &C,
+        pid_tgid: u64,
+        start: ThreadStart,
+        entry: SlotEntry,
+        ret: i64,
+        now: u64,
+    ) {
         // The shape 6.1's verifier needs: a compare here, the mask at the per-process update.
         let slot = entry_slot(entry);
         if slot >= MAX_SYSCALL_SLOTS as u32 {
             count_drop(DropReason::NoSlot);
-            return 0;
+            return;
         }
         let Some(data) = SYSCALLS.get_ptr_mut(slot) else {
-            return 0;
+            return;
         };
         // SAFETY: per-CPU value; preemption is disabled while a tracepoint program runs.
         let data = unsafe { &mut *data };
@@ -456,7 +585,7 @@ mod programs {
                     STACK_NOT_TAKEN
                 };
                 report_slow(
-                    &ctx,
+                    ctx,
                     SlowCall {
                         duration_ns: elapsed,
                         blocked_ns: blocked,
@@ -507,7 +636,6 @@ mod programs {
                 *errors += 1;
             }
         }
-        0
     }
 
     /// `--slow`, in `sched_switch` for a traced call that blocks: the first time its process
@@ -554,7 +682,7 @@ mod programs {
     /// user space; counts it in `SLOW_LOST` when the ring buffer is full. Off the hot path: only
     /// calls past the threshold get here.
     #[inline(always)]
-    fn report_slow(ctx: &TracePointContext, call: SlowCall) {
+    fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
         let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) else {
             if let Some(lost) = SLOW_LOST.get_ptr_mut(0) {
                 // SAFETY: per-CPU value, preemption disabled.

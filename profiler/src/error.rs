@@ -57,6 +57,11 @@ pub enum SetupError {
         /// A few valid names, closest first.
         examples: String,
     },
+    /// A syscall that never returns, so it has no duration.
+    #[error(
+        "{0} never returns to its caller, so there is no time to measure: leave it out of --syscalls"
+    )]
+    NeverReturns(String),
     /// More syscalls than the kernel maps have slots for.
     #[error("{0} syscalls requested but at most {max} can be timed at once: pass a shorter --syscalls list", max = profiler_common::MAX_SYSCALL_SLOTS)]
     TooManySyscalls(usize),
@@ -66,6 +71,14 @@ pub enum SetupError {
     /// A pid that does not name a running process.
     #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
     NoSuchProcess(u32),
+    /// A pid that names the profiler itself.
+    #[error("pid {0} is this profiler itself: give the pid of the process to trace")]
+    SelfTarget(u32),
+    /// Pids asked for where this process's pid namespace is not the host's.
+    #[error(
+        "the profiler runs in a pid namespace of its own (a container without the host's pids, or `unshare --pid`): the kernel programs see host pids, which pids and commands here cannot be matched with; run it in the host's pid namespace (e.g. `docker run --pid=host`), or trace by --cgroup or --all"
+    )]
+    ChildPidNamespace,
     /// A pid that names a kernel thread.
     #[error(
         "pid {pid} is the kernel thread '{comm}', which makes no system calls: give the pid of a user process"

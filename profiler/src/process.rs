@@ -365,7 +365,11 @@ impl Targets {
 /// the processes they had already forked (an nginx master's workers) are added.
 pub fn resolve_targets(named: &[u32], with_descendants: bool) -> Result<Targets, SetupError> {
     let mut targets = Targets::default();
+    let me = std::process::id();
     for &pid in named {
+        if pid == me {
+            return Err(SetupError::SelfTarget(pid));
+        }
         let info = proc_info(pid).ok_or(SetupError::NoSuchProcess(pid))?;
         if info.kernel_thread {
             return Err(SetupError::KernelThread {
@@ -388,7 +392,8 @@ pub fn resolve_targets(named: &[u32], with_descendants: bool) -> Result<Targets,
         let mut left_out = 0;
         for root in targets.pids.clone() {
             for pid in descendants(root) {
-                if targets.pids.contains(&pid) {
+                // The profiler itself, started from a traced shell: never its own target.
+                if targets.pids.contains(&pid) || pid == me {
                     continue;
                 }
                 if targets.pids.len() < limit {
@@ -406,6 +411,19 @@ pub fn resolve_targets(named: &[u32], with_descendants: bool) -> Result<Targets,
         }
     }
     Ok(targets)
+}
+
+/// The inode number of the initial pid namespace (`PROC_PID_INIT_INO`, fixed in the kernel).
+const INITIAL_PID_NAMESPACE: u64 = 0xEFFF_FFFC;
+
+/// Whether this process runs in a pid namespace other than the machine's first one (a
+/// container without the host's pids, `unshare --pid`): the kernel programs see host pids,
+/// which such a namespace numbers differently. `/proc/self/ns/pid` tells even where /proc
+/// was remounted for the namespace (whose `NSpid` line shows one pid only).
+#[must_use]
+pub fn in_child_pid_namespace() -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != INITIAL_PID_NAMESPACE)
 }
 
 #[cfg(test)]

@@ -392,6 +392,10 @@ pub struct Snapshot {
     pub processes: Vec<ProcessSummary>,
     /// Events that could not be recorded.
     pub dropped: DropCounts,
+    /// What the programs could not see, one line each (32-bit processes' calls to a syscall
+    /// with no ia32 number, processes beyond a raised `pid_max`, ...): with any, the reports
+    /// do not say that every call was recorded.
+    pub not_seen: Vec<String>,
 }
 
 impl Snapshot {
@@ -452,6 +456,11 @@ impl Snapshot {
         for (a, b) in self.dropped.0.iter_mut().zip(other.dropped.0) {
             *a += b;
         }
+        for line in &other.not_seen {
+            if !self.not_seen.contains(line) {
+                self.not_seen.push(line.clone());
+            }
+        }
     }
 
     /// What happened between `earlier` and `self`.
@@ -468,9 +477,16 @@ impl Snapshot {
         let processes = self
             .processes
             .iter()
-            .map(|p| match earlier.process(p.pid) {
-                Some(e) => p.since(e),
-                None => p.clone(),
+            // A row is a process or a cgroup (pid 0): the same key as `merge`.
+            .map(|p| {
+                match earlier
+                    .processes
+                    .iter()
+                    .find(|e| e.pid == p.pid && e.cgroup == p.cgroup)
+                {
+                    Some(e) => p.since(e),
+                    None => p.clone(),
+                }
             })
             .filter(|p| p.total_calls() > 0)
             .collect();
@@ -482,6 +498,7 @@ impl Snapshot {
             syscalls,
             processes,
             dropped,
+            not_seen: self.not_seen.clone(),
         }
     }
 }

@@ -11,7 +11,7 @@ use std::{
 use anyhow::{Context as _, Result};
 
 use crate::{
-    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{Session, SessionConfig, Syscall, Target},
     export::Metadata,
     process::{StoppedChild, Targets, resolve_targets},
     slow::Collector,
@@ -110,6 +110,15 @@ impl Trace {
     /// Starts the trace `request` asks for; notes about the pids (a thread id taken for its
     /// process) go to stderr.
     pub fn start(request: &TraceRequest) -> Result<Self> {
+        let in_namespace = crate::process::in_child_pid_namespace();
+        if in_namespace && !request.all && request.cgroups.is_empty() {
+            return Err(crate::error::SetupError::ChildPidNamespace.into());
+        }
+        if in_namespace {
+            crate::errln!(
+                "note: the profiler runs in a child pid namespace: its own calls are counted too (its pid there is not the one the kernel sees)"
+            );
+        }
         let child = if request.command.is_empty() {
             None
         } else {
@@ -156,14 +165,13 @@ impl Trace {
             (Target::Processes(targets.named().to_vec()), targets)
         };
         let mut session = Session::start(&SessionConfig {
-            syscalls: request.syscalls.clone(),
-            target,
-            programs: Programs::Profiler,
-            group_exit: GroupExit::Auto,
             follow_forks: request.children,
             off_cpu: request.off_cpu,
             by_cgroup: request.by_cgroup,
             slow: request.slow,
+            // In a child pid namespace this process's pid names another one for the kernel.
+            exclude_self: !crate::process::in_child_pid_namespace(),
+            ..SessionConfig::new(request.syscalls.clone(), target)
         })?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
         let mut descendants = 0;

@@ -84,14 +84,8 @@ fn session(syscalls: &[&str], target: Target) -> Session {
 fn session_with(syscalls: &[&str], target: Target, group_exit: GroupExit) -> Session {
     let syscalls = Syscall::resolve_list(syscalls).expect("syscall names resolve");
     Session::start(&SessionConfig {
-        syscalls,
-        target,
-        programs: Programs::Profiler,
         group_exit,
-        follow_forks: true,
-        off_cpu: false,
-        by_cgroup: false,
-        slow: None,
+        ..SessionConfig::new(syscalls, target)
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs failed (are we root?): {e}"))
 }
@@ -546,16 +540,10 @@ fn unknown_syscall_name_is_refused_with_valid_names() {
 fn nonexistent_pid_is_refused() {
     let _serial = serial();
     let syscalls = Syscall::resolve_list(&["close"]).unwrap();
-    let err = Session::start(&SessionConfig {
+    let err = Session::start(&SessionConfig::new(
         syscalls,
-        target: Target::Processes(vec![999_999_999]),
-        programs: Programs::Profiler,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
-        off_cpu: false,
-        by_cgroup: false,
-        slow: None,
-    })
+        Target::Processes(vec![999_999_999]),
+    ))
     .err()
     .expect("a pid that does not exist is an error")
     .to_string();
@@ -608,14 +596,8 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             }
         });
         let session = Session::start(&SessionConfig {
-            syscalls: close.clone(),
-            target: Target::Processes(vec![child.pid()]),
             programs,
-            group_exit: GroupExit::Auto,
-            follow_forks: true,
-            off_cpu: false,
-            by_cgroup: false,
-            slow: None,
+            ..SessionConfig::new(close.clone(), Target::Processes(vec![child.pid()]))
         })
         .unwrap_or_else(|e| panic!("{programs:?} did not load and attach: {e}"));
         child.resume();
@@ -701,14 +683,11 @@ fn the_sys_exit_context_probe_finds_the_number_and_the_return_value() {
 
 fn off_cpu_session(syscalls: &[&str]) -> Session {
     Session::start(&SessionConfig {
-        syscalls: Syscall::resolve_list(syscalls).expect("syscall names resolve"),
-        target: Target::Processes(vec![]),
-        programs: Programs::Profiler,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
         off_cpu: true,
-        by_cgroup: false,
-        slow: None,
+        ..SessionConfig::new(
+            Syscall::resolve_list(syscalls).expect("syscall names resolve"),
+            Target::Processes(vec![]),
+        )
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu failed: {e}"))
 }
@@ -942,14 +921,8 @@ fn cgroups_are_traced_by_id_and_counted_apart() {
 fn by_cgroup_counts_every_cgroup_apart_under_all() {
     let _serial = serial();
     let session = Session::start(&SessionConfig {
-        syscalls: Syscall::resolve_list(&["close"]).unwrap(),
-        target: Target::All,
-        programs: Programs::Profiler,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
-        off_cpu: false,
         by_cgroup: true,
-        slow: None,
+        ..SessionConfig::new(Syscall::resolve_list(&["close"]).unwrap(), Target::All)
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --by-cgroup failed: {e}"));
     let ((a, in_a), (b, in_b)) = (closer_in("by-a", 300), closer_in("by-b", 500));
@@ -1087,14 +1060,11 @@ fn close_frees_synchronously() -> bool {
 fn a_lingering_close_waits_in_tcp_where_close_frees_the_socket() {
     let _serial = serial();
     let mut session = Session::start(&SessionConfig {
-        syscalls: Syscall::resolve_list(&["close"]).unwrap(),
-        target: Target::Processes(vec![]),
-        programs: Programs::Profiler,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
-        off_cpu: false,
-        by_cgroup: false,
         slow: Some(Duration::from_millis(10)),
+        ..SessionConfig::new(
+            Syscall::resolve_list(&["close"]).unwrap(),
+            Target::Processes(vec![]),
+        )
     })
     .unwrap_or_else(|e| panic!("loading the kernel programs with --slow failed: {e}"));
     let collector = session

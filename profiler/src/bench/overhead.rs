@@ -29,7 +29,7 @@ use crate::statistics::median;
 use anyhow::{Context as _, Result, bail};
 
 use crate::{
-    bpf::{AttachPoint, GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{AttachPoint, Programs, Session, SessionConfig, Syscall, Target},
     cli::OverheadArgs,
     report::table::Table,
 };
@@ -283,18 +283,15 @@ fn measure_one(
         close.to_vec()
     };
     let slow = m.config.slow();
+    let target = Target::Processes(vec![match m.tracked {
+        Tracked::Me => me,
+        Tracked::Other => other,
+    }]);
     let mut session = Session::start(&SessionConfig {
-        syscalls: syscalls.clone(),
-        target: Target::Processes(vec![match m.tracked {
-            Tracked::Me => me,
-            Tracked::Other => other,
-        }]),
         programs,
-        group_exit: GroupExit::Auto,
-        follow_forks: true,
         off_cpu: m.config == Config::ProfilerOffCpu,
-        by_cgroup: false,
         slow,
+        ..SessionConfig::new(syscalls.clone(), target)
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.
     let collector = if m.config == Config::ProfilerSlowEvery {

@@ -77,6 +77,33 @@ pub struct SessionConfig {
     /// `--slow`: send every call at least this long, with its stacks, to user space
     /// ([`Session::start_slow_collector`]); turns the split on, which the records carry.
     pub slow: Option<Duration>,
+    /// Also time 32-bit (ia32) processes' calls, which the syscall tracepoints skip: two raw
+    /// `sys_enter`/`sys_exit` programs that every syscall of the machine runs (a map lookup
+    /// for all but the traced numbers). On by default.
+    pub compat: bool,
+    /// Never count this process's own calls (attach and serve: their polling, /proc reads and
+    /// writes under `--all`, or when a named process is their parent).
+    pub exclude_self: bool,
+}
+
+impl SessionConfig {
+    /// The profiler's programs timing `syscalls` of `target`, children followed, 32-bit
+    /// processes included, nothing else: set the other fields with `..SessionConfig::new(..)`.
+    #[must_use]
+    pub fn new(syscalls: Vec<Syscall>, target: Target) -> Self {
+        Self {
+            syscalls,
+            target,
+            programs: Programs::Profiler,
+            group_exit: GroupExit::Auto,
+            follow_forks: true,
+            off_cpu: false,
+            by_cgroup: false,
+            slow: None,
+            compat: true,
+            exclude_self: false,
+        }
+    }
 }
 
 /// Which programs a [`Session`] attaches.
@@ -129,6 +156,10 @@ pub struct Session {
     by_cgroup: bool,
     /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
     cgroups: Vec<String>,
+    /// Whether 32-bit processes' calls are timed (the compat programs are attached).
+    compat: bool,
+    /// `kernel.pid_max` when the per-thread maps were sized.
+    pid_max: u32,
 }
 
 impl Drop for Session {
@@ -245,7 +276,14 @@ impl Session {
             .syscalls
             .first()
             .map_or(u64::MAX, |s| u64::from(s.nr));
+        let self_tgid = if config.exclude_self {
+            std::process::id()
+        } else {
+            0
+        };
+        let compat = config.compat && config.programs == Programs::Profiler;
         let mut ebpf = EbpfLoader::new()
+            .override_global("SELF_TGID", &self_tgid, true)
             .override_global("TRACE_ALL", &trace_all, true)
             .override_global("TRACE_CGROUPS", &trace_cgroups, true)
             .override_global("LAYOUT", &layout, true)
@@ -289,6 +327,8 @@ impl Session {
             off_cpu: split != 0,
             slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
+            compat,
+            pid_max,
         };
         session.write_slots()?;
         session.write_cgroups(&cgroups)?;
@@ -296,6 +336,11 @@ impl Session {
             session.track(pid)?;
         }
         session.attach(config.programs, config.follow_forks, split != 0)?;
+        if compat {
+            // Exit first, as for the others.
+            session.attach_raw("compat_exit", "sys_exit")?;
+            session.attach_raw("compat_enter", "sys_enter")?;
+        }
         session.arm()?;
         Ok(session)
     }
@@ -481,6 +526,7 @@ impl Session {
             syscalls,
             processes,
             dropped: self.read_dropped()?,
+            not_seen: self.not_seen(),
         })
     }
 
@@ -727,20 +773,73 @@ impl Session {
             .collect()
     }
 
+    /// The slot tables: each syscall's x86_64 number, and its ia32 number where it has one,
+    /// to its slot.
     fn write_slots(&mut self) -> Result<(), SetupError> {
-        let entries: Vec<(u32, u32)> = self
+        let entry = |slot: usize, s: &Syscall| {
+            let mut entry = encode_slot_entry(slot as u32, s.returns_events());
+            if s.forks() {
+                entry |= profiler_common::SLOT_FLAG_FORKS;
+            }
+            entry
+        };
+        let native: Vec<(u32, u32)> = self
             .syscalls
             .iter()
             .enumerate()
-            .map(|(slot, s)| (s.nr, encode_slot_entry(slot as u32, s.returns_events())))
+            .map(|(slot, s)| (s.nr, entry(slot, s)))
             .collect();
-        let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut("SLOT_OF_NR")?;
-        for (nr, entry) in entries {
-            slot_of_nr.set(nr, entry, 0).map_err(|e| {
-                SetupError::bpf(format!("syscall number {nr} beyond the slot table"), e)
-            })?;
+        let mut ia32: Vec<(u32, u32)> = self
+            .syscalls
+            .iter()
+            .enumerate()
+            .filter_map(|(slot, s)| Some((s.ia32_nr?, entry(slot, s))))
+            .collect();
+        // A traced syscall without an ia32 number (accept): 32-bit processes reach it through
+        // socketcall, whose calls are then counted as not timed.
+        if self.syscalls.iter().any(|s| s.ia32_nr.is_none()) {
+            let socketcall = syscalls::x86::Sysno::socketcall.id() as u32;
+            if !ia32.iter().any(|&(nr, _)| nr == socketcall) {
+                ia32.push((socketcall, profiler_common::IA32_NOT_TIMED));
+            }
+        }
+        for (map, entries) in [("SLOT_OF_NR", native), ("IA32_SLOT_OF_NR", ia32)] {
+            let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut(map)?;
+            for (nr, entry) in entries {
+                slot_of_nr
+                    .set(nr, entry, 0)
+                    .map_err(|e| SetupError::bpf(format!("syscall number {nr} beyond {map}"), e))?;
+            }
         }
         Ok(())
+    }
+
+    /// What these programs cannot see, for [`Snapshot::not_seen`].
+    fn not_seen(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if !self.compat {
+            lines.push("calls of 32-bit (ia32) processes (the compat programs are off)".to_owned());
+        }
+        if let Some((then, now)) = self.pid_max_raised() {
+            lines.push(format!(
+                "processes and threads numbered above {then}: kernel.pid_max was raised to {now} while tracing, and the per-thread maps were sized at the start"
+            ));
+        }
+        lines
+    }
+
+    /// Whether 32-bit (ia32) processes' calls are timed too.
+    #[must_use]
+    pub fn times_compat(&self) -> bool {
+        self.compat
+    }
+
+    /// `kernel.pid_max` now, if it was raised past the size the per-thread maps were given at
+    /// the start: threads and processes numbered above that size are not traced.
+    #[must_use]
+    pub fn pid_max_raised(&self) -> Option<(u32, u32)> {
+        let now = environment::pid_max();
+        (now > self.pid_max).then_some((self.pid_max, now))
     }
 
     /// `--cgroup`: every id of cgroup i (itself and those below it) → process index i + 1.

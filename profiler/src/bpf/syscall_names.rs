@@ -47,7 +47,13 @@ pub struct Syscall {
     pub tracepoint: String,
     /// Number on this architecture, as the tracepoints' `__syscall_nr` reports it.
     pub nr: u32,
+    /// Number of the syscall of the same name in the 32-bit (ia32) table, which 32-bit
+    /// processes call; `None` where it has none (`accept`, reached through socketcall there).
+    pub ia32_nr: Option<u32>,
 }
+
+/// Syscalls that never return to the caller: there is no exit to time them at.
+const NEVER_RETURN: &[&str] = &["exit", "exit_group", "rt_sigreturn", "sigreturn"];
 
 impl Syscall {
     /// Whether the call returns a count of ready events (histogrammed per call).
@@ -59,6 +65,20 @@ impl Syscall {
         )
     }
 
+    /// Whether the syscall returns twice, once in a new child (whose return is not a call).
+    #[must_use]
+    pub fn forks(&self) -> bool {
+        matches!(
+            syscalls::Sysno::new(self.nr as usize),
+            Some(
+                syscalls::Sysno::clone
+                    | syscalls::Sysno::clone3
+                    | syscalls::Sysno::fork
+                    | syscalls::Sysno::vfork
+            )
+        )
+    }
+
     /// Resolves a name against the syscall table and this kernel's `sys_enter_*` tracepoints,
     /// mounting tracefs first when it is not mounted (root). Either spelling is accepted where
     /// the table's name and the tracepoint's differ (`fstat` or `newfstat`, `sendfile` or
@@ -66,14 +86,21 @@ impl Syscall {
     pub fn resolve(name: &str) -> Result<Self, SetupError> {
         environment::prepare()?;
         let name = name.trim();
+        if NEVER_RETURN.contains(&name) {
+            return Err(SetupError::NeverReturns(name.to_owned()));
+        }
         let has_tracepoint = |t: &str| tracepoint_dir().join(format!("sys_enter_{t}")).is_dir();
         let in_table = |n: &str| syscalls::Sysno::from_str(n).ok();
         let resolved = spellings(name).into_iter().find_map(|(table, tracepoint)| {
             let sysno = in_table(&table)?;
+            let ia32_nr = syscalls::x86::Sysno::from_str(&table)
+                .ok()
+                .and_then(|s| u32::try_from(s.id()).ok());
             has_tracepoint(&tracepoint).then(|| Self {
                 name: name.to_owned(),
                 tracepoint,
                 nr: u32::try_from(sysno.id()).unwrap_or(u32::MAX),
+                ia32_nr,
             })
         });
         resolved.ok_or_else(|| SetupError::UnknownSyscall {

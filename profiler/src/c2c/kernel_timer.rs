@@ -9,7 +9,7 @@ use anyhow::Result;
 
 use super::{SyscallTime, SyscallTimer};
 use crate::{
-    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 
@@ -22,15 +22,13 @@ pub struct KernelSyscallTimer {
 impl KernelSyscallTimer {
     /// Loads the kernel programs tracking this process.
     pub fn new() -> Result<Self> {
+        // This 64-bit process only: no compat programs.
         let session = Session::start(&SessionConfig {
-            syscalls: Syscall::resolve_list(&["write", "sendto"])?,
-            target: Target::Processes(vec![std::process::id()]),
-            programs: Programs::Profiler,
-            group_exit: GroupExit::Auto,
-            follow_forks: true,
-            off_cpu: false,
-            by_cgroup: false,
-            slow: None,
+            compat: false,
+            ..SessionConfig::new(
+                Syscall::resolve_list(&["write", "sendto"])?,
+                Target::Processes(vec![std::process::id()]),
+            )
         })?;
         Ok(Self {
             session,

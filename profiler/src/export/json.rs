@@ -42,6 +42,7 @@ pub fn drop_reason_key(reason: DropReason) -> &'static str {
         DropReason::NoSlot => "no_slot",
         DropReason::ProcessTableFull => "process_table_full",
         DropReason::CgroupTableFull => "cgroup_table_full",
+        DropReason::Ia32Socketcall => "ia32_socketcall",
     }
 }
 
@@ -87,6 +88,8 @@ struct MeasurementJson<'a> {
     syscalls: Vec<SyscallJson<'a>>,
     processes: Vec<ProcessJson<'a>>,
     dropped: DroppedJson,
+    /// What the programs could not see (empty when nothing was left out).
+    not_seen: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
     slow: Option<&'a crate::slow::SlowReport>,
 }
@@ -107,6 +110,7 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
                 .collect(),
             processes: processes(&m.syscalls),
             dropped: DroppedJson::from(&m.syscalls),
+            not_seen: &m.syscalls.not_seen,
             slow: m.slow.as_ref(),
         }
     }

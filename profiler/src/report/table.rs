@@ -200,12 +200,15 @@ pub fn syscall_summary(
     let lost = snapshot.dropped.lost();
     notes.push(format!(
         "dropped: {lost}{}",
-        if lost == 0 {
+        if lost == 0 && snapshot.not_seen.is_empty() {
             " (every call was recorded)"
         } else {
             ""
         }
     ));
+    for line in &snapshot.not_seen {
+        notes.push(format!("not seen: {line}"));
+    }
     for (reason, count) in snapshot.dropped.nonzero() {
         notes.push(format!("  {count} {}", reason.describe()));
     }

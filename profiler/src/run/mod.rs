@@ -25,7 +25,7 @@ use self::{
     server::{Server, ServerSpec},
 };
 use crate::{
-    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{Session, SessionConfig, Syscall, Target},
     cli::RunArgs,
     export::{self, Comparison, ExportData, LoadSummary, Measurement, Metadata, StraceComparison},
     loadgen::{self, LoadSpec, Stop, Workload},
@@ -36,6 +36,10 @@ use crate::{
 /// a variant failed, 130 when interrupted.
 pub fn main(args: &RunArgs) -> Result<i32> {
     export::check_export_args(&args.exports)?;
+    // The servers are traced by pid, which the kernel gives in the host's numbering.
+    if crate::process::in_child_pid_namespace() {
+        return Err(crate::error::SetupError::ChildPidNamespace.into());
+    }
     let mut options = options::from_args(args)?;
     options.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut metadata = Metadata::collect("run");
@@ -560,14 +564,9 @@ fn measure_run(
     let mut server = Server::start(&server_spec, |pid| {
         if kind == RunKind::Profiled {
             let s = Session::start(&SessionConfig {
-                syscalls: options.syscalls.clone(),
-                target: Target::Processes(vec![pid]),
-                programs: Programs::Profiler,
-                group_exit: GroupExit::Auto,
-                follow_forks: true,
                 off_cpu: options.off_cpu,
-                by_cgroup: false,
                 slow: options.slow,
+                ..SessionConfig::new(options.syscalls.clone(), Target::Processes(vec![pid]))
             })?;
             *session.borrow_mut() = Some(s);
         }

@@ -385,11 +385,27 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
     }
     let mut section = Section::new("Syscalls (timed in the kernel, all profiled runs)", table);
     section.notes = events;
-    section.notes.push(if dropped.is_empty() {
-        "dropped: 0 (every call was recorded)".to_owned()
-    } else {
-        format!("dropped: {}", dropped.join("; "))
-    });
+    let not_seen: Vec<&String> = {
+        let mut lines: Vec<&String> = Vec::new();
+        for (_, merged) in &merged {
+            for line in &merged.not_seen {
+                if !lines.contains(&line) {
+                    lines.push(line);
+                }
+            }
+        }
+        lines
+    };
+    section
+        .notes
+        .push(match (dropped.is_empty(), not_seen.is_empty()) {
+            (true, true) => "dropped: 0 (every call was recorded)".to_owned(),
+            (true, false) => "dropped: 0".to_owned(),
+            (false, _) => format!("dropped: {}", dropped.join("; ")),
+        });
+    section
+        .notes
+        .extend(not_seen.into_iter().map(|l| format!("not seen: {l}")));
     Some(section)
 }
 
