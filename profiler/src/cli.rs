@@ -93,10 +93,10 @@ pub fn parse_cpu_pair(s: &str) -> Result<(usize, usize), String> {
     profiler attach --syscalls accept4,close,epoll_wait,read,write -- ./server --port 8080")]
 pub struct AttachArgs {
     /// A process to trace (repeatable); the children it forks are followed.
-    #[arg(short, long = "pid", value_name = "PID")]
+    #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
     pub pids: Vec<u32>,
     /// Trace every process on the machine.
-    #[arg(long, conflicts_with = "pids")]
+    #[arg(long, conflicts_with_all = ["pids", "command"])]
     pub all: bool,
     /// Trace only the processes named: not the children they had already forked (found in
     /// /proc), nor those they fork from now on.
@@ -117,8 +117,9 @@ pub struct AttachArgs {
     /// Syscalls to time, comma-separated.
     #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
     pub syscalls: Vec<String>,
-    /// Also print a table for each interval of this length (e.g. 1s).
-    #[arg(short, long, value_parser = parse_duration)]
+    /// Also print a table for each interval of this length (e.g. 1s; at least 20ms, the
+    /// polling period).
+    #[arg(short, long, value_parser = parse_interval)]
     pub interval: Option<Duration>,
     /// Add bcc-style ASCII latency histograms.
     #[arg(long)]
@@ -340,6 +341,18 @@ pub struct OverheadArgs {
 
 /// The longest duration any option takes (larger ones overflow deadlines).
 const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// `--interval`: a duration no shorter than attach's 20 ms polling period (a shorter one was
+/// silently 20 ms).
+pub fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    if d < Duration::from_millis(20) {
+        return Err(format!(
+            "'{s}' is shorter than the 20ms the counters are polled at: give 20ms or more"
+        ));
+    }
+    Ok(d)
+}
 
 /// Parses `10s`, `500ms`, `2m`, `1h`; a bare number means seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {

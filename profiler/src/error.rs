@@ -7,11 +7,11 @@ use thiserror::Error;
 /// Why the kernel programs could not be set up.
 #[derive(Debug, Error)]
 pub enum SetupError {
-    /// Neither root nor CAP_BPF + CAP_PERFMON.
+    /// Neither root nor CAP_BPF + CAP_PERFMON; the missing ones named.
     #[error(
-        "loading eBPF programs needs root or CAP_BPF and CAP_PERFMON: run it with sudo (or `setcap cap_bpf,cap_perfmon+ep` on the binary)"
+        "loading eBPF programs needs root or CAP_BPF and CAP_PERFMON, and this process lacks {0}: run it with sudo, or `setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep` on the binary"
     )]
-    NotPrivileged,
+    NotPrivileged(String),
     /// tracefs is not mounted (and the profiler could not mount it in its own namespace).
     #[error(
         "tracefs is not mounted at /sys/kernel/tracing and the profiler could not mount it privately (that needs CAP_SYS_ADMIN): mount it (`mount -t tracefs tracefs /sys/kernel/tracing`) or run the profiler as root"

@@ -82,3 +82,28 @@ mod tests {
         assert_eq!(pipe.0, 1, "nothing is written once the stream is closed");
     }
 }
+
+/// `text` with control characters written as `\xNN`: a process name is chosen by whoever
+/// started the process, and terminal escapes in it must not reach a terminal or a Markdown
+/// table raw.
+#[must_use]
+pub fn printable(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() {
+            out.push_str(&format!("\\x{:02x}", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod printable_tests {
+    #[test]
+    fn control_characters_are_escaped_and_the_rest_kept() {
+        assert_eq!(super::printable("a\x1b[31mb\n"), "a\\x1b[31mb\\x0a");
+        assert_eq!(super::printable("nginx: wörker"), "nginx: wörker");
+    }
+}

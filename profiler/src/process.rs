@@ -284,7 +284,7 @@ pub fn proc_info(pid: u32) -> Option<ProcInfo> {
     };
     let tgid = field("Tgid:")?.parse().ok()?;
     let ppid = field("PPid:")?.parse().ok()?;
-    let comm = field("Name:").unwrap_or_default().to_owned();
+    let comm = crate::output::printable(field("Name:").unwrap_or_default());
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // Fields after the command name (which may hold spaces and parentheses): state, ppid, pgrp,
     // session, tty_nr, tpgid, flags.

@@ -104,9 +104,17 @@ impl MetricsSource {
 pub fn run(options: &ServeOptions) -> Result<()> {
     let stop = trace::stop_on_signals()?;
     // Bind first: a taken port fails before the kernel programs are loaded.
-    let listener = TcpListener::bind(options.listen).with_context(|| {
-        format!(
-            "cannot listen on {}: is the port taken? pick another with --listen ADDR:PORT",
+    let listener = TcpListener::bind(options.listen).map_err(|e| {
+        let why = match e.kind() {
+            std::io::ErrorKind::AddrInUse => "the port is taken",
+            std::io::ErrorKind::PermissionDenied => {
+                "ports below 1024 need root or CAP_NET_BIND_SERVICE"
+            }
+            std::io::ErrorKind::AddrNotAvailable => "no interface here has that address",
+            _ => "the address cannot be bound",
+        };
+        anyhow::anyhow!(
+            "cannot listen on {} ({e}): {why}; pick another with --listen ADDR:PORT",
             options.listen
         )
     })?;

@@ -549,3 +549,93 @@ fn c2c_interrupted_prints_what_it_measured() {
         .unwrap_or_else(|| panic!("the first mechanism is missing:\n{stdout}"));
     assert!(first.chars().any(|c| c.is_ascii_digit()), "{first}");
 }
+
+/// A directory removed while attach runs used to fail every export, the fine ones too: now the
+/// export into the removed directory fails alone (exit 1, one line naming it) and the others
+/// are written. An `--export-hdr` directory keeps no stale files of an earlier run.
+#[test]
+fn one_failing_export_does_not_cancel_the_others() {
+    let _serial = serial();
+    let dir = scratch("export-isolation");
+    let doomed = dir.join("doomed");
+    std::fs::create_dir_all(&doomed).unwrap();
+    let hdr = dir.join("hdr");
+    std::fs::create_dir_all(&hdr).unwrap();
+    std::fs::write(hdr.join("old-variant-close.hgrm"), "stale").unwrap();
+    let script = format!("sleep 1; rmdir {}; exit 0", doomed.display());
+    let out = profiler()
+        .args(["attach", "--syscalls", "close,read"])
+        .arg("--export-json")
+        .arg(dir.join("fine.json"))
+        .arg("--export-csv")
+        .arg(doomed.join("lost.csv"))
+        .arg("--export-hdr")
+        .arg(&hdr)
+        .args(["--", "/bin/sh", "-c", &script])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("CSV export"), "{err}");
+    assert!(!err.contains("JSON export"), "{err}");
+    let json = read_json(&dir.join("fine.json"));
+    assert!(json["measurements"][0]["syscalls"].is_array());
+    let names: Vec<String> = std::fs::read_dir(&hdr)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        !names.iter().any(|n| n.starts_with("old-variant")),
+        "{names:?}"
+    );
+    assert!(names.iter().any(|n| n.ends_with(".hgrm")), "{names:?}");
+}
+
+/// Inputs that used to be accepted and then silently wrong or hanging: `--pid 1 -- CMD` waited
+/// for init forever, `--interval 1ms` was 20 ms, a 250-byte export name failed after the
+/// measurement (its temporary name was past 255 bytes). The first two are refused up front in one
+/// line (clap's error and its usage line); a 250-byte name is written, a 256-byte one refused
+/// before anything is measured.
+#[test]
+fn contradictory_or_impossible_options_are_refused_up_front() {
+    let dir = scratch("long-name");
+    let fits = dir.join("x".repeat(250));
+    let out = profiler()
+        .args(["attach", "--syscalls", "close", "--export-json"])
+        .arg(&fits)
+        .args(["--", "true"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && fits.is_file(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let too_long = dir.join("x".repeat(256)).display().to_string();
+    for (args, says) in [
+        (
+            vec!["attach", "--pid", "1", "--", "true"],
+            "cannot be used with",
+        ),
+        (
+            vec!["attach", "--interval", "1ms", "--pid", "1"],
+            "shorter than the 20ms",
+        ),
+        (
+            vec!["attach", "--export-json", &too_long, "--", "true"],
+            "longer than 255 bytes",
+        ),
+    ] {
+        let started = Instant::now();
+        let out = profiler().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {err}");
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !err.contains("Tracing"),
+            "{args:?}: refused before tracing: {err}"
+        );
+        assert!(started.elapsed() < Duration::from_secs(5), "{args:?}");
+    }
+}

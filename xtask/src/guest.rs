@@ -37,6 +37,8 @@ pub struct Suite {
     pub c2c_tests: PathBuf,
     /// profiler/tests/faults.rs, built.
     pub fault_tests: PathBuf,
+    /// profiler/tests/hosts.rs, built.
+    pub hosts_tests: PathBuf,
     /// The release profiler.
     pub profiler: PathBuf,
 }
@@ -48,7 +50,7 @@ impl Suite {
         println!("guest: {} kernel {}", self.label, release.trim());
         let layout = self.mount_cgroups()?;
         println!("guest: cgroups {layout}");
-        let steps: [(&str, &dyn Fn() -> Result<()>); 5] = [
+        let steps: [(&str, &dyn Fn() -> Result<()>); 6] = [
             ("real-kernel tests (profiler/tests/kernel.rs)", &|| {
                 run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1"))
             }),
@@ -67,6 +69,10 @@ impl Suite {
                             .args(["--exact", "--test-threads=1"]),
                     )
                 },
+            ),
+            (
+                "host configurations: 32-bit, pid namespace, capabilities, mounts (profiler/tests/hosts.rs)",
+                &|| run_ok(Command::new(&self.hosts_tests).arg("--test-threads=1")),
             ),
             ("profiler attach: exact counts across forks", &|| {
                 self.attach_counts_exactly()
@@ -108,8 +114,12 @@ impl Suite {
     /// on both. Mounted in the guest's own kernel, which boots with none: the host is untouched.
     fn mount_cgroups(&self) -> Result<&'static str> {
         let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-        if mountinfo.contains(" - cgroup2 ") {
-            return Ok("as the guest booted (cgroup2 already mounted)");
+        let unified = mountinfo.lines().any(|l| {
+            let fields: Vec<&str> = l.split_whitespace().collect();
+            fields.get(4) == Some(&"/sys/fs/cgroup") && l.contains(" - cgroup2 ")
+        });
+        if self.label == "6.12" && unified {
+            return Ok("unified: cgroup2 at /sys/fs/cgroup, as the guest booted");
         }
         let mount = |fstype: &str, options: &str, dir: &str| -> Result<()> {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {dir}"))?;
@@ -120,10 +130,12 @@ impl Suite {
             mount("cgroup2", "rw", "/sys/fs/cgroup")?;
             return Ok("unified: cgroup2 at /sys/fs/cgroup");
         }
+        // Over whatever the guest booted with: a v1 hierarchy (systemd's named one, which binds
+        // no controller and so always mounts) beside cgroup2, as systemd's hybrid mode has it.
         mount("tmpfs", "mode=755", "/sys/fs/cgroup")?;
-        mount("cgroup", "pids", "/sys/fs/cgroup/pids")?;
+        mount("cgroup", "none,name=systemd", "/sys/fs/cgroup/systemd")?;
         mount("cgroup2", "rw", "/sys/fs/cgroup/unified")?;
-        Ok("hybrid: v1 pids at /sys/fs/cgroup/pids, cgroup2 at /sys/fs/cgroup/unified")
+        Ok("hybrid: v1 name=systemd at /sys/fs/cgroup/systemd, cgroup2 at /sys/fs/cgroup/unified")
     }
 
     /// `profiler attach -- closer`: the workload and its forked children each make exactly

@@ -138,6 +138,8 @@ pub struct GuestBinaries {
     pub c2c_tests: PathBuf,
     /// profiler/tests/faults.rs.
     pub fault_tests: PathBuf,
+    /// profiler/tests/hosts.rs (32-bit processes, pid namespaces, capabilities, mounts).
+    pub hosts_tests: PathBuf,
     /// The release profiler (the servers binary sits next to it).
     pub profiler: PathBuf,
 }
@@ -166,6 +168,7 @@ impl GuestBinaries {
             kernel_tests: test_binary("kernel")?,
             c2c_tests: test_binary("c2c")?,
             fault_tests: test_binary("faults")?,
+            hosts_tests: test_binary("hosts")?,
             profiler: root().join("target/release/profiler"),
         })
     }
@@ -443,6 +446,8 @@ fn boot_and_run(
         .arg(&binaries.c2c_tests)
         .arg("--fault-tests")
         .arg(&binaries.fault_tests)
+        .arg("--hosts-tests")
+        .arg(&binaries.hosts_tests)
         .arg("--profiler")
         .arg(&binaries.profiler)
         .current_dir(root());

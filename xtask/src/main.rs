@@ -82,6 +82,8 @@ enum Task {
         #[arg(long)]
         fault_tests: PathBuf,
         #[arg(long)]
+        hosts_tests: PathBuf,
+        #[arg(long)]
         profiler: PathBuf,
     },
     /// The guest suite's workload: failing close(-1) calls in this process and its children.
@@ -164,6 +166,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             kernel_tests,
             c2c_tests,
             fault_tests,
+            hosts_tests,
             profiler,
         } => {
             private_tracefs()?;
@@ -172,6 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 kernel_tests,
                 c2c_tests,
                 fault_tests,
+                hosts_tests,
                 profiler,
             }
             .run()?;

@@ -30,11 +30,15 @@ fn check_privileges() -> Result<(), SetupError> {
         .find_map(|l| l.strip_prefix("CapEff:"))
         .and_then(|hex| u64::from_str_radix(hex.trim(), 16).ok())
         .unwrap_or(0);
-    let has = |cap: u32| effective & (1 << cap) != 0;
-    if has(CAP_BPF) && has(CAP_PERFMON) {
+    let missing: Vec<&str> = [(CAP_BPF, "CAP_BPF"), (CAP_PERFMON, "CAP_PERFMON")]
+        .into_iter()
+        .filter(|&(cap, _)| effective & (1 << cap) == 0)
+        .map(|(_, name)| name)
+        .collect();
+    if missing.is_empty() {
         Ok(())
     } else {
-        Err(SetupError::NotPrivileged)
+        Err(SetupError::NotPrivileged(missing.join(" and ")))
     }
 }
 

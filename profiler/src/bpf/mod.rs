@@ -335,11 +335,17 @@ impl Session {
         for pid in initial {
             session.track(pid)?;
         }
+        // The compat programs run for every syscall, 64-bit ones too: attached so that they
+        // run outside the window the syscall tracepoints time (a tracepoint calls its probes in
+        // the order they were attached): the enter program before the syscall tracepoints',
+        // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
+        // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
+        if compat {
+            session.attach_raw("compat_enter", "sys_enter")?;
+        }
         session.attach(config.programs, config.follow_forks, split != 0)?;
         if compat {
-            // Exit first, as for the others.
             session.attach_raw("compat_exit", "sys_exit")?;
-            session.attach_raw("compat_enter", "sys_enter")?;
         }
         session.arm()?;
         Ok(session)
@@ -473,6 +479,10 @@ impl Session {
 
     /// Reads and merges every per-CPU counter.
     pub fn snapshot(&self) -> Result<Snapshot, SetupError> {
+        // `--by-cgroup` rows first, then the totals: counters only grow, so the rows can never
+        // add up to more than the totals (read the other way round, calls made between the two
+        // reads were in the rows only).
+        let cgroup_rows = self.read_cgroup_stats()?;
         let slots: PerCpuArray<&MapData, SyscallSlot> = self.map("SYSCALLS")?;
         let events: PerCpuArray<&MapData, LatencyBuckets> = self.map("EVENTS")?;
         let mut syscalls = Vec::with_capacity(self.syscalls.len());
@@ -521,7 +531,8 @@ impl Session {
             }
             syscalls.push(summary);
         }
-        let processes = self.read_processes(&syscalls)?;
+        let mut processes = self.read_processes(&syscalls)?;
+        processes.extend(cgroup_rows);
         Ok(Snapshot {
             syscalls,
             processes,
@@ -640,7 +651,6 @@ impl Session {
         }
         let mut processes: Vec<ProcessSummary> = by_pid.into_values().collect();
         processes.extend(self.read_cgroups(&stats)?);
-        processes.extend(self.read_cgroup_stats()?);
         Ok(processes)
     }
 

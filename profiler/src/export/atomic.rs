@@ -77,10 +77,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
             path.display()
         );
     }
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".tmp.{}", std::process::id()));
-    let temp = dir.join(temp_name);
+    let _ = name;
+    let temp = dir.join(temp_name());
     let result = (|| -> io::Result<()> {
         let mut file = fs::File::create(&temp)?;
         file.write_all(bytes)?;
@@ -93,6 +91,17 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
     }
     Ok(())
 }
+
+/// A temporary file name of fixed length, whatever the target's (a 250-byte target name would
+/// otherwise give a temporary name past the 255-byte limit, found only after a run).
+fn temp_name() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    format!(".profiler-export.{}.{n}.tmp", std::process::id())
+}
+
+/// The longest file name most Linux file systems take (NAME_MAX).
+const NAME_MAX: usize = 255;
 
 /// The directory `path` is in: its parent, or `.` for a bare file name.
 #[must_use]
@@ -163,7 +172,13 @@ pub fn check_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
         bail!("it is a directory; give a file name");
     }
-    let probe = dir.join(format!(".profiler-write-check.{}", std::process::id()));
+    if path
+        .file_name()
+        .is_some_and(|n| n.as_encoded_bytes().len() > NAME_MAX)
+    {
+        bail!("its file name is longer than {NAME_MAX} bytes");
+    }
+    let probe = dir.join(temp_name());
     fs::OpenOptions::new()
         .write(true)
         .create_new(true)

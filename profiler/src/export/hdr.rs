@@ -100,15 +100,25 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
 pub fn write_dir(dir: &Path, data: &ExportData) -> Result<()> {
     std::fs::create_dir_all(dir)
         .with_context(|| format!("creating directory '{}'", dir.display()))?;
+    let mut written = std::collections::HashSet::new();
     for s in series(data)? {
+        let (hgrm, hlog) = (format!("{}.hgrm", s.stem), format!("{}.hlog", s.stem));
         write_atomic(
-            &dir.join(format!("{}.hgrm", s.stem)),
+            &dir.join(&hgrm),
             percentile_distribution(&s.total).as_bytes(),
         )?;
-        write_atomic(
-            &dir.join(format!("{}.hlog", s.stem)),
-            &interval_log(&s, data)?,
-        )?;
+        write_atomic(&dir.join(&hlog), &interval_log(&s, data)?)?;
+        written.extend([hgrm, hlog]);
+    }
+    // The directory holds this measurement's histograms only: an earlier run's files for
+    // syscalls or variants not measured now would read as part of it.
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = name.ends_with(".hgrm") || name.ends_with(".hlog");
+        if ours && !written.contains(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
+            std::fs::remove_file(entry.path())
+                .with_context(|| format!("removing the stale '{}'", entry.path().display()))?;
+        }
     }
     Ok(())
 }

@@ -434,7 +434,7 @@ impl Processes {
 
 fn comm_of(raw: &[u8; 16]) -> String {
     let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
-    String::from_utf8_lossy(&raw[..end]).into_owned()
+    crate::output::printable(&String::from_utf8_lossy(&raw[..end]))
 }
 
 /// The instruction pointers of stack `id`, innermost first.
