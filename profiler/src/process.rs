@@ -426,6 +426,17 @@ pub fn in_child_pid_namespace() -> bool {
     std::fs::metadata("/proc/self/ns/pid").is_ok_and(|m| m.ino() != INITIAL_PID_NAMESPACE)
 }
 
+/// Whether `path` is a 64-bit ELF program (its header's class byte), whose calls the syscall
+/// tracepoints see. False for a 32-bit one, a script, or anything unreadable.
+#[must_use]
+pub fn is_elf64(path: &std::path::Path) -> bool {
+    use std::io::Read as _;
+    let mut header = [0u8; 5];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok_and(|()| header[..4] == *b"\x7fELF" && header[4] == 2)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -291,6 +291,9 @@ fn measure_one(
         programs,
         off_cpu: m.config == Config::ProfilerOffCpu,
         slow,
+        // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
+        // with the floors (the compat programs' cost is the raw_tp empty pair's).
+        compat: false,
         ..SessionConfig::new(syscalls.clone(), target)
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.

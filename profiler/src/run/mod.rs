@@ -566,6 +566,10 @@ fn measure_run(
             let s = Session::start(&SessionConfig {
                 off_cpu: options.off_cpu,
                 slow: options.slow,
+                // The compat programs run for every syscall of the machine (~150 ns a call on
+                // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
+                // program (a 32-bit one, or a script).
+                compat: !crate::process::is_elf64(&options.server_bin),
                 ..SessionConfig::new(options.syscalls.clone(), Target::Processes(vec![pid]))
             })?;
             *session.borrow_mut() = Some(s);
