@@ -197,10 +197,15 @@ pub enum ErrnoClass {
     BadFd = 4,
     /// Any other errno.
     Other = 5,
+    /// The kernel's internal restart codes (ERESTARTSYS 512, ERESTARTNOINTR 513,
+    /// ERESTARTNOHAND 514, ERESTART_RESTARTBLOCK 516): the call was interrupted by a signal,
+    /// and what the program sees is decided after `sys_exit`, at signal delivery: EINTR, or a
+    /// restart it never sees (SA_RESTART, no handler), which enters the syscall again.
+    Restart = 6,
 }
 
 /// Number of [`ErrnoClass`] values.
-pub const ERRNO_CLASSES: usize = 6;
+pub const ERRNO_CLASSES: usize = 7;
 
 impl ErrnoClass {
     /// Every class, in array order.
@@ -211,18 +216,19 @@ impl ErrnoClass {
         Self::Pipe,
         Self::BadFd,
         Self::Other,
+        Self::Restart,
     ];
 
     /// The class of a positive errno value. `sys_exit` sees the kernel's internal restart
-    /// codes (ERESTARTSYS 512, ERESTARTNOINTR 513, ERESTARTNOHAND 514, ERESTART_RESTARTBLOCK
-    /// 516) before signal delivery turns them into EINTR or a restart: all are a call
-    /// interrupted by a signal, so they count as EINTR.
+    /// codes before signal delivery turns them into EINTR or a restart: they are their own
+    /// class, [`ErrnoClass::Restart`], not EINTR, which a program may never have seen.
     #[inline(always)]
     #[must_use]
     pub const fn of(errno: u64) -> Self {
         match errno {
             11 => Self::Again,
-            4 | 512 | 513 | 514 | 516 => Self::Intr,
+            4 => Self::Intr,
+            512 | 513 | 514 | 516 => Self::Restart,
             104 => Self::ConnReset,
             32 => Self::Pipe,
             9 => Self::BadFd,
@@ -240,6 +246,7 @@ impl ErrnoClass {
             Self::Pipe => "EPIPE",
             Self::BadFd => "EBADF",
             Self::Other => "other",
+            Self::Restart => "ERESTART",
         }
     }
 }

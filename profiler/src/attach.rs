@@ -9,8 +9,7 @@ use std::{
 use anyhow::Result;
 
 use crate::{
-    cli::ExportArgs,
-    export::{self, ExportData, Metadata},
+    export::{self, ExportArgs, ExportData, Metadata},
     output,
     process::describe_exit,
     report::{document::Section, histogram::log2_histogram, table},

@@ -24,29 +24,54 @@ pub fn cgroup2_root() -> Option<PathBuf> {
     cgroup2_in_mountinfo(&mountinfo)
 }
 
-/// The cgroup2 mount point of a mountinfo text (see [`cgroup2_root`]).
+/// The cgroup2 mount point of a mountinfo text (see [`cgroup2_root`]). A mount that a later
+/// one covers (the same mount point, or one above it: a tmpfs mounted over /sys/fs/cgroup hides
+/// the cgroup2 that was there) is not visible and not taken.
 fn cgroup2_in_mountinfo(mountinfo: &str) -> Option<PathBuf> {
-    let mut fallback = None;
-    for line in mountinfo.lines() {
-        // "36 35 0:30 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw": the optional
-        // fields end at " - ", after which come the type and the source.
-        let Some((before, after)) = line.split_once(" - ") else {
-            continue;
-        };
-        if after.split_whitespace().next() != Some("cgroup2") {
-            continue;
-        }
-        let fields: Vec<&str> = before.split_whitespace().collect();
-        let (Some(root), Some(point)) = (fields.get(3), fields.get(4)) else {
-            continue;
-        };
-        let point = PathBuf::from(unescape_mountinfo(point));
-        if *root == "/" {
-            return Some(point);
-        }
-        fallback.get_or_insert(point);
+    // (mount point, file system type, root within the file system), in mount order.
+    let mounts: Vec<(PathBuf, String, String)> = mountinfo
+        .lines()
+        .filter_map(|line| {
+            // "36 35 0:30 / /sys/fs/cgroup rw,... shared:9 - cgroup2 cgroup2 rw": the optional
+            // fields end at " - ", after which come the type and the source.
+            let (before, after) = line.split_once(" - ")?;
+            let fstype = after.split_whitespace().next()?.to_owned();
+            let fields: Vec<&str> = before.split_whitespace().collect();
+            let root = unescape_mountinfo(fields.get(3)?);
+            let point = PathBuf::from(unescape_mountinfo(fields.get(4)?));
+            Some((point, fstype, root))
+        })
+        .collect();
+    let visible = |i: usize| {
+        let point = &mounts[i].0;
+        !mounts[i + 1..]
+            .iter()
+            .any(|(later, _, _)| point.starts_with(later) && later != Path::new("/"))
+    };
+    let cgroup2: Vec<usize> = (0..mounts.len())
+        .filter(|&i| mounts[i].1 == "cgroup2" && visible(i))
+        .collect();
+    cgroup2
+        .iter()
+        .find(|&&i| mounts[i].2 == "/")
+        .or_else(|| cgroup2.first())
+        .map(|&i| mounts[i].0.clone())
+}
+
+/// The magic number of cgroup2's file system (`CGROUP2_SUPER_MAGIC`, statfs(2)).
+const CGROUP2_SUPER_MAGIC: i64 = 0x6367_7270;
+
+/// Whether `path` lies in a cgroup2 file system.
+fn is_cgroup2(path: &Path) -> bool {
+    use std::os::unix::ffi::OsStrExt as _;
+    let Ok(c_path) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: a valid NUL-terminated path and a zeroed statfs for the kernel to fill.
+    unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        libc::statfs(c_path.as_ptr(), &raw mut fs) == 0 && fs.f_type == CGROUP2_SUPER_MAGIC
     }
-    fallback
 }
 
 /// mountinfo writes space, tab, newline and backslash as `\ooo` octal escapes.
@@ -112,8 +137,11 @@ impl Cgroup {
                 root.display()
             )));
         };
-        if !path.join("cgroup.procs").is_file() {
-            return Err(problem("not a cgroup (no cgroup.procs)".to_owned()));
+        if !path.join("cgroup.procs").is_file() || !is_cgroup2(&path) {
+            return Err(problem(
+                "not a cgroup v2 directory (no cgroup.procs, or not in cgroup2's file system)"
+                    .to_owned(),
+            ));
         }
         let mut ids = Vec::new();
         collect_ids(&path, &mut ids).map_err(|e| problem(format!("reading it: {e}")))?;
@@ -206,6 +234,16 @@ mod tests {
         assert_eq!(
             cgroup2_in_mountinfo(container),
             Some(PathBuf::from("/sys/fs/cgroup"))
+        );
+        // vng's cgroup2 at /sys/fs/cgroup, then a hybrid layout mounted over it: the first is
+        // hidden by the tmpfs.
+        let covered = "30 23 0:26 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n\
+                       50 30 0:40 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n\
+                       51 50 0:41 / /sys/fs/cgroup/systemd rw - cgroup cgroup rw,name=systemd\n\
+                       52 50 0:26 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+        assert_eq!(
+            cgroup2_in_mountinfo(covered),
+            Some(PathBuf::from("/sys/fs/cgroup/unified"))
         );
         let spaced = "41 31 0:38 / /mnt/my\\040cgroup rw - cgroup2 none rw\n";
         assert_eq!(

@@ -1,10 +1,19 @@
-//! The command line (clap definitions only).
+//! The command line: the subcommands, composed from the option structs each command's module
+//! defines (`export::ExportArgs`, `run::options::RunArgs`, ...). Nothing below `main.rs` imports
+//! this module.
 
-use std::{net::SocketAddr, path::PathBuf, time::Duration};
+use std::{net::SocketAddr, time::Duration};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, Parser, Subcommand};
 
-use crate::{bpf::DEFAULT_SYSCALLS, loadgen::Workload, run::RUN_SYSCALLS, run::model::Variant};
+use crate::bpf::DEFAULT_SYSCALLS;
+pub use crate::{
+    bench::overhead::OverheadArgs,
+    export::ExportArgs,
+    parse::{parse_duration, parse_interval},
+    run::options::{Preset, RunArgs},
+    slow::SlowArgs,
+};
 
 /// Per-syscall latency of network servers, measured in the kernel with eBPF.
 #[derive(Debug, Parser)]
@@ -140,48 +149,6 @@ pub struct AttachArgs {
     pub exports: ExportArgs,
 }
 
-/// `--slow` and `--slow-top`, shared by `attach` and `run`.
-#[derive(Clone, Debug, Default, Args)]
-pub struct SlowArgs {
-    /// Record every traced call at least this long (e.g. 1ms) with its kernel and user stacks,
-    /// and print the slowest, grouped by stack (turns --off-cpu on).
-    #[arg(long, value_name = "THRESHOLD", value_parser = parse_duration)]
-    pub slow: Option<Duration>,
-    /// How many stacks --slow prints, slowest call first.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 10,
-        requires = "slow",
-        value_parser = clap::value_parser!(u32).range(1..)
-    )]
-    pub slow_top: u32,
-}
-
-/// Export flags shared by `attach` and `run`; `-` means stdout (one export at most).
-#[derive(Clone, Debug, Default, Args)]
-#[command(next_help_heading = "Exports")]
-pub struct ExportArgs {
-    /// Everything measured, as JSON (schema: docs/EXPORT_SCHEMA.md).
-    #[arg(long, value_name = "FILE")]
-    pub export_json: Option<PathBuf>,
-    /// One CSV row per (variant, run, syscall).
-    #[arg(long, value_name = "FILE")]
-    pub export_csv: Option<PathBuf>,
-    /// HdrHistogram percentile tables (.hgrm) and interval logs (.hlog) per (variant, syscall).
-    #[arg(long, value_name = "DIR")]
-    pub export_hdr: Option<PathBuf>,
-    /// Prometheus text exposition format (classic histograms, counters).
-    #[arg(long, value_name = "FILE")]
-    pub export_prom: Option<PathBuf>,
-    /// The report's tables as Markdown.
-    #[arg(long, value_name = "FILE")]
-    pub export_markdown: Option<PathBuf>,
-    /// A self-contained HTML report with SVG charts.
-    #[arg(long, value_name = "FILE.html")]
-    pub report: Option<PathBuf>,
-}
-
 /// `profiler serve` options.
 #[derive(Debug, Args)]
 #[command(after_help = "EXAMPLES:
@@ -218,105 +185,6 @@ pub struct ServeArgs {
     pub off_cpu: bool,
 }
 
-/// `profiler run` options.
-#[derive(Debug, Args)]
-#[command(after_help = "EXAMPLES:
-    profiler run                                      # all four variants: 3 × 10000 serial requests, then concurrency 10
-    profiler run --variants lt,et --concurrency 10,50,100 --requests 20000
-    profiler run --workload http --duration 5s --concurrency 50
-    profiler run --baseline --strace                  # the profiler's own overhead, and strace's distortion
-    profiler run --idle-conns 10000 --lt-epollout --variants lt,et
-    profiler run --preset comprehensive               # the reference suite in one command")]
-pub struct RunArgs {
-    /// Server variants, comma-separated.
-    #[arg(long, value_delimiter = ',', value_enum, default_values_t = Variant::ALL)]
-    pub variants: Vec<Variant>,
-    /// Traffic.
-    #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
-    pub workload: Workload,
-    /// Concurrent clients; a list sweeps it (e.g. 10,50,100). Default: 1 (serial), plus one
-    /// run at 10.
-    #[arg(short, long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=100_000))]
-    pub concurrency: Vec<u64>,
-    /// Requests per run [default: 10000].
-    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
-    pub requests: Option<u64>,
-    /// Length of each run instead of a request count (e.g. 5s).
-    #[arg(short, long, value_parser = parse_duration)]
-    pub duration: Option<Duration>,
-    /// Measured runs per variant.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
-    pub runs: Option<u32>,
-    /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
-    #[arg(long, default_value = "500")]
-    pub warmup: String,
-    /// Echo payload in bytes.
-    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=(16 << 20)))]
-    pub payload: u64,
-    /// Open loop at this many requests per second (latency also corrected for coordinated omission).
-    #[arg(long, allow_negative_numbers = true)]
-    pub rate: Option<f64>,
-    /// CPUs for the server, e.g. 0 or 0-1 [default on 2+ CPUs: 0]; repeat it to sweep CPU sets
-    /// (`--server-cpus 0 --server-cpus 0-1`: does the core count change the verdict?).
-    #[arg(long)]
-    pub server_cpus: Vec<String>,
-    /// CPUs for the load generator [default on 2+ CPUs: the last one].
-    #[arg(long)]
-    pub client_cpus: Option<String>,
-    /// Worker processes of the mp variant [default: max(2, server CPUs)].
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
-    pub workers: Option<u64>,
-    /// Idle connections held open during each measurement (the 10000-idle scenario).
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
-    pub idle_conns: u32,
-    /// Register lt's client sockets for EPOLLOUT too ("EPOLLOUT noise").
-    #[arg(long)]
-    pub lt_epollout: bool,
-    /// Do not split each call into on-CPU, blocked and runnable time (the sched_switch and
-    /// sched_wakeup programs then stay detached).
-    #[arg(long, conflicts_with = "slow")]
-    pub no_off_cpu: bool,
-    /// The slowest calls of each variant, with their stacks.
-    #[command(flatten)]
-    pub slow: SlowArgs,
-    /// Also run each variant without programs attached, a run after each profiled run: the
-    /// profiler's overhead, with a confidence interval over the pairs. The default experiment
-    /// does this for its serial scenario.
-    #[arg(long)]
-    pub baseline: bool,
-    /// Also run each variant under `strace -f -c`, a run after each profiled run: strace's
-    /// per-call time next to the kernel's, and its cost in QPS.
-    #[arg(long)]
-    pub strace: bool,
-    /// Drop the page cache before each run (cold start).
-    #[arg(long)]
-    pub drop_caches: bool,
-    /// A ready-made suite with its own scenarios, request counts and runs (so it takes no
-    /// --concurrency, --requests, --duration or --runs).
-    #[arg(long, value_enum, conflicts_with_all = ["concurrency", "requests", "duration", "runs"])]
-    pub preset: Option<Preset>,
-    /// Syscalls to time, comma-separated.
-    #[arg(short, long, value_delimiter = ',', default_values = RUN_SYSCALLS)]
-    pub syscalls: Vec<String>,
-    /// The servers binary [default: `servers` next to this executable].
-    #[arg(long, value_name = "PATH")]
-    pub server_bin: Option<PathBuf>,
-    /// Per-request timeout.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
-    pub timeout: Duration,
-    /// Files to write the results to.
-    #[command(flatten)]
-    pub exports: ExportArgs,
-}
-
-/// `profiler run --preset`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
-    /// The reference experiments: serial and concurrent, strace, mp, cold and warm caches,
-    /// 10000 idle connections.
-    Comprehensive,
-}
-
 /// `profiler bench` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum BenchCommand {
@@ -324,84 +192,9 @@ pub enum BenchCommand {
     Overhead(OverheadArgs),
 }
 
-/// `profiler bench overhead` options.
-#[derive(Debug, Args)]
-pub struct OverheadArgs {
-    /// dup()+close() iterations per measurement.
-    #[arg(long, default_value_t = 400_000, value_parser = clap::value_parser!(u64).range(1000..))]
-    pub iterations: u64,
-    /// Rounds; each round measures every configuration once, in turn (the targets are judged
-    /// over at least 9).
-    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-    /// Skip the bpftrace comparison even when bpftrace is installed.
-    #[arg(long)]
-    pub no_bpftrace: bool,
-}
-
-/// The longest duration any option takes (larger ones overflow deadlines).
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
-
-/// `--interval`: a duration no shorter than attach's 20 ms polling period (a shorter one was
-/// silently 20 ms).
-pub fn parse_interval(s: &str) -> Result<Duration, String> {
-    let d = parse_duration(s)?;
-    if d < Duration::from_millis(20) {
-        return Err(format!(
-            "'{s}' is shorter than the 20ms the counters are polled at: give 20ms or more"
-        ));
-    }
-    Ok(d)
-}
-
-/// Parses `10s`, `500ms`, `2m`, `1h`; a bare number means seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let parsed = if s.chars().all(|c| c.is_ascii_digit() || c == '.') && !s.is_empty() {
-        s.parse::<f64>()
-            .ok()
-            .filter(|v| v.is_finite() && *v >= 0.0)
-            .map(|v| Duration::try_from_secs_f64(v).unwrap_or(Duration::MAX))
-    } else {
-        humantime::parse_duration(s).ok()
-    };
-    match parsed {
-        Some(d) if d > MAX_DURATION => Err(format!(
-            "'{s}' is longer than a year: give a duration such as 10s, 5m or 2h"
-        )),
-        Some(d) if !d.is_zero() => Ok(d),
-        Some(_) => Err(format!(
-            "'{s}' is zero: give a positive duration such as 10s or 500ms"
-        )),
-        None => Err(format!(
-            "'{s}' is not a duration: use a number with a unit, such as 10s, 500ms or 2m"
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse_with_units_and_bare_seconds() {
-        assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse_duration("2"), Ok(Duration::from_secs(2)));
-        assert!(parse_duration("0s").is_err());
-        assert!(parse_duration("100000000000000000000").is_err());
-        assert!(parse_duration("100000000000000000000s").is_err());
-        assert!(
-            parse_duration("2y")
-                .unwrap_err()
-                .contains("longer than a year")
-        );
-        assert!(
-            parse_duration("fast")
-                .unwrap_err()
-                .contains("not a duration")
-        );
-    }
 
     #[test]
     fn cli_is_well_formed() {

@@ -17,6 +17,22 @@ pub enum SetupError {
         "tracefs is not mounted at /sys/kernel/tracing and the profiler could not mount it privately (that needs CAP_SYS_ADMIN): mount it (`mount -t tracefs tracefs /sys/kernel/tracing`) or run the profiler as root"
     )]
     TracefsNotMounted,
+    /// perf_event_open of a tracepoint refused to a non-root process that has CAP_PERFMON:
+    /// Debian's kernels treat `kernel.perf_event_paranoid` 3 (their default) as "CAP_SYS_ADMIN
+    /// only".
+    #[error(
+        "the kernel refused this user a tracepoint perf event (kernel.perf_event_paranoid is {}; Debian's kernels at 3 allow it to CAP_SYS_ADMIN only): add cap_sys_admin to the profiler's capabilities, or set `sysctl kernel.perf_event_paranoid=2`",
+        paranoid.map_or_else(|| "unreadable".to_owned(), |p| p.to_string())
+    )]
+    PerfEventRefused {
+        /// `kernel.perf_event_paranoid`.
+        paranoid: Option<i32>,
+    },
+    /// The kernel is locked down for confidentiality and refused what the profiler needs.
+    #[error(
+        "the kernel is locked down for confidentiality (/sys/kernel/security/lockdown), which refuses tracefs and BPF reads of kernel memory that the profiler needs ({0}); boot without lockdown=confidentiality (integrity mode works)"
+    )]
+    LockedDown(String),
     /// tracefs is mounted but this (non-root) process may not read it.
     #[error(
         "tracefs at /sys/kernel/tracing is not readable by this user (it is mode 0700): besides CAP_BPF and CAP_PERFMON the profiler needs CAP_DAC_READ_SEARCH (`setcap cap_bpf,cap_perfmon,cap_dac_read_search+ep profiler`)"

@@ -30,6 +30,7 @@ pub mod error;
 pub mod export;
 pub mod loadgen;
 pub mod output;
+pub mod parse;
 pub mod process;
 pub mod report;
 pub mod run;

@@ -503,9 +503,83 @@ impl Snapshot {
     }
 }
 
+/// Calls per request, the one definition every report and export uses: over the requests
+/// the load generator finished, correct or failed (the server made calls for the failed ones
+/// too). `None` without requests.
+#[must_use]
+pub fn calls_per_request(calls: u64, requests_finished: u64) -> Option<f64> {
+    (requests_finished > 0).then(|| calls as f64 / requests_finished as f64)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The run report divided by finished requests (correct and failed), the exports by correct
+    /// ones only: 200 calls over 100 correct and 100 failed requests read 1.0 in one and 2.0 in
+    /// the other. Both use this one definition now.
+    #[test]
+    fn calls_per_request_counts_every_finished_request() {
+        assert_eq!(calls_per_request(200, 200), Some(1.0));
+        assert_eq!(calls_per_request(5, 0), None);
+        let mut errors = std::collections::BTreeMap::new();
+        errors.insert("reset".to_owned(), 100);
+        let m = crate::export::Measurement {
+            variant: Some("lt".into()),
+            concurrency: Some(1),
+            run: Some(1),
+            syscalls: Snapshot::default(),
+            load: Some(crate::export::LoadSummary {
+                requests: 100,
+                elapsed_s: 1.0,
+                qps: 100.0,
+                latency: hdrhistogram::Histogram::new(3).unwrap(),
+                errors,
+                server_cpu_ns: None,
+                server_on_cpu_ns: None,
+            }),
+            failure: None,
+            slow: None,
+        };
+        let close = SyscallSummary {
+            name: "close".into(),
+            calls: 200,
+            ..Default::default()
+        };
+        assert_eq!(m.calls_per_request(&close), Some(1.0));
+    }
+
+    /// `since` keyed rows by pid alone, so two `--cgroup` rows (both pid 0) were subtracted
+    /// from each other; it keys them by (pid, cgroup) like `merge`.
+    #[test]
+    fn since_keeps_cgroup_rows_apart() {
+        let row = |cgroup: &str, calls: u64| ProcessSummary {
+            pid: 0,
+            syscalls: vec![ProcessSyscall {
+                calls,
+                errors: 0,
+                total_ns: calls,
+            }],
+            cgroup: Some(cgroup.to_owned()),
+        };
+        let earlier = Snapshot {
+            processes: vec![row("/a", 10), row("/b", 1000)],
+            ..Snapshot::default()
+        };
+        let now = Snapshot {
+            processes: vec![row("/a", 30), row("/b", 1500)],
+            ..Snapshot::default()
+        };
+        let delta = now.since(&earlier);
+        let calls = |c: &str| {
+            delta
+                .processes
+                .iter()
+                .find(|p| p.cgroup.as_deref() == Some(c))
+                .map(|p| p.syscalls[0].calls)
+        };
+        assert_eq!((calls("/a"), calls("/b")), (Some(20), Some(500)));
+    }
 
     /// Exact quantile of a sorted sample (nearest rank).
     fn exact(sorted: &[u64], q: f64) -> u64 {

@@ -110,11 +110,20 @@ fn a_32_bit_process_is_counted_exactly() {
 
 /// Inside `unshare --pid --fork --mount-proc` the profiler used to trace host pid 2 for the
 /// command's pid 2 and hang; `--pid N` traced an unrelated host process. It now refuses in one
-/// line, at once, for attach (a command, or --pid) and run.
+/// line, at once, for attach (a command, or --pid) and run: within a second of what starting
+/// the profiler there takes on this machine (measured first: under emulation, in the kernel
+/// matrix's guests, that alone is over a second).
 #[test]
 fn in_a_pid_namespace_pid_targets_are_refused_in_one_line_at_once() {
     let _serial = serial();
     let exe = env!("CARGO_BIN_EXE_profiler");
+    let started = Instant::now();
+    let version = Command::new("unshare")
+        .args(["--pid", "--fork", "--mount-proc", exe, "--version"])
+        .output()
+        .expect("running unshare");
+    assert!(version.status.success(), "{}", stderr(&version));
+    let bound = started.elapsed() + Duration::from_secs(1);
     for args in [
         vec!["attach", "--syscalls", "close", "--", "true"],
         vec!["attach", "--syscalls", "close", "--pid", "1"],
@@ -131,13 +140,15 @@ fn in_a_pid_namespace_pid_targets_are_refused_in_one_line_at_once() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
         assert_eq!(err.trim().lines().count(), 1, "{args:?}: one line: {err}");
         assert!(err.contains("pid namespace"), "{args:?}: {err}");
-        assert!(took < Duration::from_secs(2), "{args:?} took {took:?}");
+        assert!(took < bound, "{args:?} took {took:?} (bound {bound:?})");
     }
 }
 
 /// The README's least-privilege recipe: a non-root user holding CAP_BPF, CAP_PERFMON and
 /// CAP_DAC_READ_SEARCH (tracefs is mode 0700) traces exactly; without the last one the error
-/// names it. (It said "tracefs is not mounted".)
+/// names it (it said "tracefs is not mounted"). Where `kernel.perf_event_paranoid` is 3 and the
+/// kernel is Debian's (the matrix's guests), tracepoint perf events need CAP_SYS_ADMIN too: the
+/// error says so, and with it added the count is exact.
 #[test]
 fn a_non_root_user_with_the_documented_capabilities_traces_exactly() {
     let _serial = serial();
@@ -153,7 +164,10 @@ fn a_non_root_user_with_the_documented_capabilities_traces_exactly() {
             .output()
             .expect("running setpriv")
     };
-    let out = as_nobody("+bpf,+perfmon,+dac_read_search");
+    let mut out = as_nobody("+bpf,+perfmon,+dac_read_search");
+    if !out.status.success() && stderr(&out).contains("perf_event_paranoid is 3") {
+        out = as_nobody("+bpf,+perfmon,+dac_read_search,+sys_admin");
+    }
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(

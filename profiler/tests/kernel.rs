@@ -469,9 +469,11 @@ fn errors_are_classified_by_errno() {
 }
 
 /// A read interrupted by a signal leaves the kernel as -ERESTARTSYS (512) at `sys_exit`, before
-/// signal delivery turns it into the EINTR the program sees: counted as EINTR.
+/// signal delivery turns it into the EINTR the program sees here (no SA_RESTART), or into a
+/// restart it would never see (SA_RESTART). `sys_exit` cannot tell which: counted as ERESTART,
+/// not as an EINTR (it used to be, for restarted calls too).
 #[test]
-fn a_read_interrupted_by_a_signal_counts_as_eintr() {
+fn a_read_interrupted_by_a_signal_counts_as_a_restart_code() {
     let _serial = serial();
     extern "C" fn on_alarm(_: libc::c_int) {}
     let mut session = session(&["read"], Target::Processes(vec![]));
@@ -508,7 +510,8 @@ fn a_read_interrupted_by_a_signal_counts_as_eintr() {
         .cloned()
         .expect("read traced");
     assert_eq!(read.calls, 1);
-    assert_eq!(read.errors.get(ErrnoClass::Intr), 1, "{:?}", read.errors);
+    assert_eq!(read.errors.get(ErrnoClass::Restart), 1, "{:?}", read.errors);
+    assert_eq!(read.errors.get(ErrnoClass::Intr), 0, "{:?}", read.errors);
     assert_eq!(read.errors.get(ErrnoClass::Other), 0, "{:?}", read.errors);
 }
 
@@ -1018,9 +1021,22 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
     let text = report.to_text();
     let read = snap.syscall("read").unwrap();
     assert!(read.calls >= 63, "{} reads timed", read.calls);
-    assert_eq!(report.recorded, 3, "{text}");
     assert_eq!(report.lost, 0, "{text}");
-    for group in &report.groups {
+    // The helper's own reads are made from its main (the pipe's); a read of a file can be slow
+    // too, and is reported as such (seen in the 6.1-rt guest under emulation: the dynamic
+    // loader's 9p read of libc, 11.8 ms, before main, with no frame of the helper's binary).
+    // Those are not the helper's and are left out of the count.
+    let from_helper = |g: &&profiler::slow::SlowGroup| {
+        g.user_stack.iter().any(|f| {
+            f.module
+                .as_deref()
+                .is_some_and(|m| m.ends_with("/slow_path"))
+        })
+    };
+    let helper: Vec<&profiler::slow::SlowGroup> =
+        report.groups.iter().filter(from_helper).collect();
+    assert_eq!(helper.iter().map(|g| g.count).sum::<u64>(), 3, "{text}");
+    for group in helper {
         let user: Vec<&str> = group
             .user_stack
             .iter()
@@ -1098,7 +1114,8 @@ fn a_lingering_close_waits_in_tcp_where_close_frees_the_socket() {
             kernel
                 .iter()
                 .any(|f| f.starts_with("tcp_") || f.contains("sock")),
-            "a tcp_* or sock frame in {kernel:?}"
+            "a tcp_* or sock frame in {kernel:?} (why it is empty, if it is: {:?}); the report:\n{text}",
+            report.groups[0].kernel_note
         );
     } else {
         assert_eq!(report.recorded, 0, "{text}");

@@ -172,6 +172,49 @@ fn baseline_and_strace_runs_produce_their_columns() {
     );
 }
 
+/// A `--server-bin` wrapper that starts a helper of its own before exec'ing the server used to
+/// leave the helper running after the run: the server's whole process group goes with it now.
+#[test]
+fn what_the_server_started_does_not_outlive_the_run() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let wrapper = dir.path().join("server-with-helper");
+    let marker = format!(
+        "{}.{}",
+        300 + std::process::id() % 97,
+        std::process::id() % 1000
+    );
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nsleep {marker} &\nexec {} \"$@\"\n",
+            servers_binary().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let mut opts = options(
+        &[Variant::Lt],
+        ScenarioSpec::new("helper", 1, Stop::Requests(100), 1),
+    );
+    opts.server_bin = wrapper;
+    opts.warmup = None;
+    let experiment = run::run(&opts).expect("the experiment runs");
+    assert!(variant(&experiment, Variant::Lt).failure.is_none());
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.trim() == format!("sleep {marker}"))
+        .collect();
+    assert!(left.is_empty(), "left running: {left:?}");
+}
+
 #[test]
 fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     let _serial = serial();

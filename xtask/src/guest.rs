@@ -48,6 +48,9 @@ impl Suite {
     pub fn run(&self) -> Result<()> {
         let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         println!("guest: {} kernel {}", self.label, release.trim());
+        if self.label.ends_with("-lockdown") {
+            return self.lockdown();
+        }
         let layout = self.mount_cgroups()?;
         println!("guest: cgroups {layout}");
         let steps: [(&str, &dyn Fn() -> Result<()>); 6] = [
@@ -106,6 +109,53 @@ impl Suite {
                 self.label
             )
         }
+    }
+
+    /// The locked-down guest's one step: the kernel says it is locked down for
+    /// confidentiality, and `profiler attach` either counts a workload's closes exactly or
+    /// refuses in one line that says the lockdown is why.
+    fn lockdown(&self) -> Result<()> {
+        let lockdown = Path::new("/sys/kernel/security/lockdown");
+        if !lockdown.exists() {
+            run_ok(Command::new("mount").args([
+                "-t",
+                "securityfs",
+                "securityfs",
+                "/sys/kernel/security",
+            ]))?;
+        }
+        let mode = std::fs::read_to_string(lockdown).context("reading the lockdown mode")?;
+        println!("guest: lockdown: {}", mode.trim());
+        if !mode.contains("[confidentiality]") {
+            bail!("the guest is not locked down for confidentiality: {mode}");
+        }
+        let xtask = std::env::current_exe()?;
+        let out = Command::new(&self.profiler)
+            .args(["attach", "--syscalls", "close", "--"])
+            .arg(xtask)
+            .args(["closer", "--closes", "1000", "--children", "0"])
+            .stdin(Stdio::null())
+            .output()
+            .context("running profiler attach")?;
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        print!("{stdout}{stderr}");
+        if out.status.success() {
+            let counted = stdout
+                .lines()
+                .any(|l| l.starts_with("close ") && l.contains("1000 (EBADF)"));
+            if !counted {
+                bail!("attach ran but did not count the 1000 failed closes");
+            }
+            println!("guest: PASS lockdown: attach works and counts exactly");
+            return Ok(());
+        }
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        if out.status.code() != Some(1) || lines.len() != 1 || !lines[0].contains("locked down") {
+            bail!("attach failed without one line that names the lockdown: {stderr}");
+        }
+        println!("guest: PASS lockdown: refused in one line");
+        Ok(())
     }
 
     /// The guest's cgroups, as the hosts users run have them: the 6.12 guest the unified layout

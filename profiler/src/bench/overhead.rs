@@ -27,12 +27,27 @@ use std::{
 
 use crate::statistics::median;
 use anyhow::{Context as _, Result, bail};
+use clap::Args;
 
 use crate::{
     bpf::{AttachPoint, Programs, Session, SessionConfig, Syscall, Target},
-    cli::OverheadArgs,
     report::table::Table,
 };
+
+/// `profiler bench overhead` options.
+#[derive(Debug, Args)]
+pub struct OverheadArgs {
+    /// dup()+close() iterations per measurement.
+    #[arg(long, default_value_t = 400_000, value_parser = clap::value_parser!(u64).range(1000..))]
+    pub iterations: u64,
+    /// Rounds; each round measures every configuration once, in turn (the targets are judged
+    /// over at least 9).
+    #[arg(long, default_value_t = 9, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// Skip the bpftrace comparison even when bpftrace is installed.
+    #[arg(long)]
+    pub no_bpftrace: bool,
+}
 
 /// One way of tracing `close`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

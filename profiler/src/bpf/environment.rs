@@ -15,7 +15,30 @@ const CAP_BPF: u32 = 39;
 /// then tracefs mounted with its syscall tracepoints.
 pub fn prepare() -> Result<(), SetupError> {
     check_privileges()?;
-    ensure_tracefs()
+    ensure_tracefs().map_err(explain_lockdown)
+}
+
+/// The kernel's lockdown mode (`none`, `integrity`, `confidentiality`), when securityfs says.
+#[must_use]
+pub fn lockdown_mode() -> Option<String> {
+    let text = fs::read_to_string("/sys/kernel/security/lockdown").ok()?;
+    let start = text.find('[')? + 1;
+    let end = start + text[start..].find(']')?;
+    Some(text[start..end].to_owned())
+}
+
+/// A setup failure on a kernel locked down for confidentiality, which refuses tracefs and BPF
+/// reads of kernel memory, says that this is why (in one line). Integrity mode, which refuses
+/// kprobes and fentry only, does not stop the profiler.
+#[must_use]
+pub fn explain_lockdown(error: SetupError) -> SetupError {
+    if matches!(error, SetupError::NotPrivileged(_))
+        || lockdown_mode().as_deref() != Some("confidentiality")
+    {
+        return error;
+    }
+    let cause = error.to_string();
+    SetupError::LockedDown(cause.lines().next().unwrap_or_default().to_owned())
 }
 
 /// Fails unless this process may load tracing programs: root, or CAP_BPF and CAP_PERFMON.
@@ -117,6 +140,14 @@ pub fn mount_tracefs_privately() -> std::io::Result<bool> {
     }
     log::info!("mounted tracefs at {TRACEFS} in the profiler's own mount namespace");
     Ok(true)
+}
+
+/// `kernel.perf_event_paranoid`, or `None` when it cannot be read.
+#[must_use]
+pub fn perf_event_paranoid() -> Option<i32> {
+    fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
 }
 
 /// `kernel.pid_max`: the size of the per-thread and per-process tables.

@@ -219,6 +219,10 @@ macro_rules! loaded {
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
+        Self::load(config).map_err(environment::explain_lockdown)
+    }
+
+    fn load(config: &SessionConfig) -> Result<Self, SetupError> {
         environment::prepare()?;
         environment::check_bpf()?;
         environment::raise_memlock_limit();
@@ -935,6 +939,16 @@ impl Session {
         let program = loaded!(self.ebpf, name, TracePoint);
         for (category, tracepoint) in tracepoints {
             let id = program.attach(category, tracepoint).map_err(|e| {
+                let refused = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<std::io::Error>())
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
+                    || e.to_string().contains("Permission denied");
+                // SAFETY: geteuid has no preconditions.
+                if refused && unsafe { libc::geteuid() } != 0 {
+                    return SetupError::PerfEventRefused {
+                        paranoid: environment::perf_event_paranoid(),
+                    };
+                }
                 SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e)
             })?;
             self.links.push((name.to_owned(), LinkId::Tracepoint(id)));

@@ -26,6 +26,7 @@ pub const COLUMNS: &[&str] = &[
     "errors_epipe",
     "errors_ebadf",
     "errors_other",
+    "errors_erestart",
     "total_ns",
     "mean_ns",
     "min_ns",
@@ -105,5 +106,22 @@ pub fn quote(field: &str) -> String {
         format!("\"{}\"", field.replace('"', "\"\""))
     } else {
         field.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The header names one error column per errno class, in the order the rows write them.
+    #[test]
+    fn the_error_columns_are_the_errno_classes_in_order() {
+        let start = COLUMNS.iter().position(|c| *c == "errors_eagain").unwrap();
+        let named: Vec<String> = ErrnoClass::ALL
+            .iter()
+            .map(|c| format!("errors_{}", c.name().to_lowercase()))
+            .collect();
+        assert_eq!(COLUMNS[start..start + named.len()], named[..]);
+        assert_eq!(COLUMNS[start + named.len()], "total_ns");
     }
 }

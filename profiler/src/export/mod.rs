@@ -15,15 +15,18 @@ pub mod prometheus;
 pub mod summary;
 pub mod synthetic;
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+};
 
 use anyhow::{Result, bail};
+use clap::Args;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use self::atomic::Destination;
 use crate::{
-    cli::ExportArgs,
     report::document::Document,
     run::model::PairedChange,
     slow::SlowReport,
@@ -298,11 +301,13 @@ impl Measurement {
         self.variant == other.variant && self.concurrency == other.concurrency
     }
 
-    /// Calls of `syscall` per correct request, when the load generator counted requests.
+    /// Calls of `syscall` per finished request ([`crate::stats::calls_per_request`]), when the
+    /// load generator counted requests.
     #[must_use]
     pub fn calls_per_request(&self, syscall: &SyscallSummary) -> Option<f64> {
-        let load = self.load.as_ref().filter(|l| l.requests > 0)?;
-        Some(syscall.calls as f64 / load.requests as f64)
+        let load = self.load.as_ref()?;
+        let finished = load.requests + load.errors.values().sum::<u64>();
+        crate::stats::calls_per_request(syscall.calls, finished)
     }
 }
 
@@ -353,6 +358,30 @@ impl ExportData {
         }
         names
     }
+}
+
+/// Export flags shared by `attach` and `run`; `-` means stdout (one export at most).
+#[derive(Clone, Debug, Default, Args)]
+#[command(next_help_heading = "Exports")]
+pub struct ExportArgs {
+    /// Everything measured, as JSON (schema: docs/EXPORT_SCHEMA.md).
+    #[arg(long, value_name = "FILE")]
+    pub export_json: Option<PathBuf>,
+    /// One CSV row per (variant, run, syscall).
+    #[arg(long, value_name = "FILE")]
+    pub export_csv: Option<PathBuf>,
+    /// HdrHistogram percentile tables (.hgrm) and interval logs (.hlog) per (variant, syscall).
+    #[arg(long, value_name = "DIR")]
+    pub export_hdr: Option<PathBuf>,
+    /// Prometheus text exposition format (classic histograms, counters).
+    #[arg(long, value_name = "FILE")]
+    pub export_prom: Option<PathBuf>,
+    /// The report's tables as Markdown.
+    #[arg(long, value_name = "FILE")]
+    pub export_markdown: Option<PathBuf>,
+    /// A self-contained HTML report with SVG charts.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
 }
 
 /// Checks the export flags before measuring, so a bad path fails in a second, not after a run:

@@ -26,7 +26,6 @@ use self::{
 };
 use crate::{
     bpf::{Session, SessionConfig, Syscall, Target},
-    cli::RunArgs,
     export::{self, Comparison, ExportData, LoadSummary, Measurement, Metadata, StraceComparison},
     loadgen::{self, LoadSpec, Stop, Workload},
     stats::Snapshot,
@@ -34,7 +33,7 @@ use crate::{
 
 /// `profiler run`: measure, print the report, write the exports. Returns the exit code: 0, 1 when
 /// a variant failed, 130 when interrupted.
-pub fn main(args: &RunArgs) -> Result<i32> {
+pub fn main(args: &options::RunArgs) -> Result<i32> {
     export::check_export_args(&args.exports)?;
     // The servers are traced by pid, which the kernel gives in the host's numbering.
     if crate::process::in_child_pid_namespace() {

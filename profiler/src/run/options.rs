@@ -1,13 +1,118 @@
 //! From the command line to a [`RunOptions`]: defaults, validation, the `comprehensive` preset.
 
-use anyhow::{Context as _, Result, bail};
+use std::{path::PathBuf, time::Duration};
 
-use super::{RunOptions, ScenarioSpec, model::Variant, server};
+use anyhow::{Context as _, Result, bail};
+use clap::{Args, ValueEnum};
+
+use super::{RUN_SYSCALLS, RunOptions, ScenarioSpec, model::Variant, server};
 use crate::{
     bpf::Syscall,
-    cli::{Preset, RunArgs, parse_duration},
+    export::ExportArgs,
     loadgen::{Stop, Workload},
+    parse::parse_duration,
+    slow::SlowArgs,
 };
+
+/// `profiler run` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler run                                      # all four variants: 3 × 10000 serial requests, then concurrency 10
+    profiler run --variants lt,et --concurrency 10,50,100 --requests 20000
+    profiler run --workload http --duration 5s --concurrency 50
+    profiler run --baseline --strace                  # the profiler's own overhead, and strace's distortion
+    profiler run --idle-conns 10000 --lt-epollout --variants lt,et
+    profiler run --preset comprehensive               # the reference suite in one command")]
+pub struct RunArgs {
+    /// Server variants, comma-separated.
+    #[arg(long, value_delimiter = ',', value_enum, default_values_t = Variant::ALL)]
+    pub variants: Vec<Variant>,
+    /// Traffic.
+    #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
+    pub workload: Workload,
+    /// Concurrent clients; a list sweeps it (e.g. 10,50,100). Default: 1 (serial), plus one
+    /// run at 10.
+    #[arg(short, long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub concurrency: Vec<u64>,
+    /// Requests per run [default: 10000].
+    #[arg(short = 'n', long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// Length of each run instead of a request count (e.g. 5s).
+    #[arg(short, long, value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Measured runs per variant.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub runs: Option<u32>,
+    /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
+    #[arg(long, default_value = "500")]
+    pub warmup: String,
+    /// Echo payload in bytes.
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=(16 << 20)))]
+    pub payload: u64,
+    /// Open loop at this many requests per second (latency also corrected for coordinated omission).
+    #[arg(long, allow_negative_numbers = true)]
+    pub rate: Option<f64>,
+    /// CPUs for the server, e.g. 0 or 0-1 [default on 2+ CPUs: 0]; repeat it to sweep CPU sets
+    /// (`--server-cpus 0 --server-cpus 0-1`: does the core count change the verdict?).
+    #[arg(long)]
+    pub server_cpus: Vec<String>,
+    /// CPUs for the load generator [default on 2+ CPUs: the last one].
+    #[arg(long)]
+    pub client_cpus: Option<String>,
+    /// Worker processes of the mp variant [default: max(2, server CPUs)].
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub workers: Option<u64>,
+    /// Idle connections held open during each measurement (the 10000-idle scenario).
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub idle_conns: u32,
+    /// Register the level-triggered variants' (lt, lt-pure) client sockets for EPOLLOUT too
+    /// ("EPOLLOUT noise").
+    #[arg(long)]
+    pub lt_epollout: bool,
+    /// Do not split each call into on-CPU, blocked and runnable time (the sched_switch and
+    /// sched_wakeup programs then stay detached).
+    #[arg(long, conflicts_with = "slow")]
+    pub no_off_cpu: bool,
+    /// The slowest calls of each variant, with their stacks.
+    #[command(flatten)]
+    pub slow: SlowArgs,
+    /// Also run each variant without programs attached, a run after each profiled run: the
+    /// profiler's overhead, with a confidence interval over the pairs. The default experiment
+    /// does this for its serial scenario.
+    #[arg(long)]
+    pub baseline: bool,
+    /// Also run each variant under `strace -f -c`, a run after each profiled run: strace's
+    /// per-call time next to the kernel's, and its cost in QPS.
+    #[arg(long)]
+    pub strace: bool,
+    /// Drop the page cache before each run (cold start).
+    #[arg(long)]
+    pub drop_caches: bool,
+    /// A ready-made suite with its own scenarios, request counts and runs (so it takes no
+    /// --concurrency, --requests, --duration or --runs).
+    #[arg(long, value_enum, conflicts_with_all = ["concurrency", "requests", "duration", "runs"])]
+    pub preset: Option<Preset>,
+    /// Syscalls to time, comma-separated.
+    #[arg(short, long, value_delimiter = ',', default_values = RUN_SYSCALLS)]
+    pub syscalls: Vec<String>,
+    /// The servers binary [default: `servers` next to this executable].
+    #[arg(long, value_name = "PATH")]
+    pub server_bin: Option<PathBuf>,
+    /// Per-request timeout.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+    /// Files to write the results to.
+    #[command(flatten)]
+    pub exports: ExportArgs,
+}
+
+/// `profiler run --preset`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// The reference experiments: serial and concurrent, strace, mp, cold and warm caches,
+    /// 10000 idle connections.
+    Comprehensive,
+}
 
 /// Requests per run when neither `--requests` nor `--duration` is given.
 pub const DEFAULT_REQUESTS: u64 = 10_000;

@@ -31,7 +31,8 @@ pub struct ServerSpec {
     pub cpus: Vec<usize>,
     /// Workers for `mp` (None: the server's default, one per CPU it may use).
     pub workers: Option<usize>,
-    /// Pass `--lt-epollout` (lt only).
+    /// Pass `--lt-epollout` to the level-triggered variants (lt, lt-pure), the ones the server
+    /// takes it for ([`Variant::is_level_triggered`]).
     pub lt_epollout: bool,
     /// RLIMIT_NOFILE to ask for (idle-connection scenarios).
     pub nofile: Option<u64>,
@@ -69,7 +70,7 @@ impl ServerSpec {
         {
             cmd.extend(["--workers".to_owned(), w.to_string()]);
         }
-        if self.lt_epollout && self.variant == Variant::Lt {
+        if self.lt_epollout && self.variant.is_level_triggered() {
             cmd.push("--lt-epollout".to_owned());
         }
         if let Some(n) = self.nofile {
@@ -155,6 +156,7 @@ impl Server {
             self.ended = self.child.try_wait()?;
         }
         if let Some(code) = self.ended {
+            self.kill_leftovers();
             return Ok(describe_exit(code));
         }
         let grace = if under_strace {
@@ -168,7 +170,15 @@ impl Server {
         };
         let code = self.child.terminate(grace)?;
         self.ended = Some(code);
+        self.kill_leftovers();
         Ok(describe_exit(code))
+    }
+
+    /// The server runs in a process group of its own: whatever it started and left behind
+    /// (a wrapper script's children, a forking server's workers) goes with it.
+    fn kill_leftovers(&self) {
+        // SAFETY: signalling the process group we created for the server (setpgid in the child).
+        unsafe { libc::kill(-(self.child.pid as i32), libc::SIGKILL) };
     }
 }
 
@@ -177,6 +187,7 @@ impl Drop for Server {
     fn drop(&mut self) {
         if self.ended.is_none() {
             let _ = self.child.terminate(Duration::from_secs(1));
+            self.kill_leftovers();
         }
     }
 }
@@ -351,4 +362,32 @@ pub fn default_server_binary() -> Option<PathBuf> {
     ]
     .into_iter()
     .find(|p| Path::new(p).is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--lt-epollout` reaches both level-triggered variants, as the server defines them (it
+    /// was passed to lt only), and no other.
+    #[test]
+    fn lt_epollout_goes_to_every_level_triggered_variant() {
+        for variant in Variant::ALL {
+            let spec = ServerSpec {
+                binary: PathBuf::from("servers"),
+                variant,
+                protocol: "echo",
+                cpus: vec![],
+                workers: None,
+                lt_epollout: true,
+                nofile: None,
+                strace: None,
+            };
+            assert_eq!(
+                spec.command().iter().any(|a| a == "--lt-epollout"),
+                variant.is_level_triggered(),
+                "{variant}"
+            );
+        }
+    }
 }

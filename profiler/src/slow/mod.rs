@@ -23,11 +23,33 @@ use std::{
 };
 
 use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
+use clap::Args;
 use profiler_common::{ANNOUNCE_SLOT, STACK_NOT_TAKEN, SlowCall};
 use serde::Serialize;
 
 use self::symbols::{Frame, ProcessMaps, Symbols};
-use crate::report::{document::Section, table::Table, units::duration};
+use crate::{
+    parse::parse_duration,
+    report::{document::Section, table::Table, units::duration},
+};
+
+/// `--slow` and `--slow-top`, shared by `attach` and `run`.
+#[derive(Clone, Debug, Default, Args)]
+pub struct SlowArgs {
+    /// Record every traced call at least this long (e.g. 1ms) with its kernel and user stacks,
+    /// and print the slowest, grouped by stack (turns --off-cpu on).
+    #[arg(long, value_name = "THRESHOLD", value_parser = parse_duration)]
+    pub slow: Option<Duration>,
+    /// How many stacks --slow prints, slowest call first.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 10,
+        requires = "slow",
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub slow_top: u32,
+}
 
 /// What the kernel side of `--slow` hands user space: the ring buffer, the stacks, the losses.
 pub struct SlowMaps {
