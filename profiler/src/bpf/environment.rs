@@ -37,8 +37,16 @@ pub fn explain_lockdown(error: SetupError) -> SetupError {
     {
         return error;
     }
-    let cause = error.to_string();
-    SetupError::LockedDown(cause.lines().next().unwrap_or_default().to_owned())
+    let cause = match error {
+        SetupError::TracefsNotMounted => "tracefs could not be mounted".to_owned(),
+        other => other
+            .to_string()
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .to_owned(),
+    };
+    SetupError::LockedDown(cause)
 }
 
 /// Fails unless this process may load tracing programs: root, or CAP_BPF and CAP_PERFMON.
