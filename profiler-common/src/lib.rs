@@ -144,6 +144,46 @@ pub const RECORD_HEADER: u32 = 8;
 /// `.rodata`, keeps only the one that matches.
 pub const RECORD_WINDOW: u32 = 72;
 
+/// What user space sets before load, as one read-only global (`CONFIG`, frozen: the verifier
+/// folds the options that are off out of the hot path), the way libbpf-tools set `rodata`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Config {
+    /// `--slow`: calls at least this long (ns) go to user space with their stacks; 0 for off.
+    pub slow_ns: u64,
+    /// The syscall the benchmark's raw minimal timer times (`u64::MAX` for none).
+    pub raw_timed_nr: u64,
+    /// The profiler's own process, never traced (0 for none: the tests count their own calls).
+    pub self_tgid: u32,
+    /// The loader's own process, for the context probe.
+    pub probe_tgid: u32,
+    /// 1 for `--all`.
+    pub trace_all: u8,
+    /// 1 for `--cgroup`.
+    pub trace_cgroups: u8,
+    /// 1 for `--all --by-cgroup`.
+    pub by_cgroup: u8,
+    /// 1 for `--off-cpu` (and `--slow`).
+    pub split_off_cpu: u8,
+    /// Explicit padding.
+    pub _pad: u32,
+}
+
+impl Config {
+    /// Every option off.
+    pub const OFF: Self = Self {
+        slow_ns: 0,
+        raw_timed_nr: u64::MAX,
+        self_tgid: 0,
+        probe_tgid: 0,
+        trace_all: 0,
+        trace_cgroups: 0,
+        by_cgroup: 0,
+        split_off_cpu: 0,
+        _pad: 0,
+    };
+}
+
 /// Where the fields the programs read lie on *this* kernel, found by the loader in the
 /// tracepoints' `format` files and the kernel's BTF, and handed to the programs as one read-only
 /// global (`LAYOUT`). Layouts differ between kernels: `__syscall_nr` is at 8 on 6.1 and 6.18 but
@@ -567,8 +607,8 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SlowCall, SyscallSlot, SyscallStats,
-        ThreadStart,
+        Config, LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SlowCall, SyscallSlot,
+        SyscallStats, ThreadStart,
     };
 
     // SAFETY: all three are #[repr(C)] structs of u64 fields and arrays, with no padding and no
@@ -589,6 +629,8 @@ mod pod {
     unsafe impl aya::Pod for ThreadStart {}
     // SAFETY: u32 fields only: no padding, any bit pattern valid.
     unsafe impl aya::Pod for RecordLayout {}
+    // SAFETY: integer fields with explicit padding, any bit pattern valid.
+    unsafe impl aya::Pod for Config {}
 }
 
 #[cfg(test)]
@@ -684,8 +726,10 @@ mod tests {
     #[test]
     fn errno_classes() {
         assert_eq!(ErrnoClass::of(11), ErrnoClass::Again);
-        for restart in [4, 512, 513, 514, 516] {
-            assert_eq!(ErrnoClass::of(restart), ErrnoClass::Intr, "{restart}");
+        assert_eq!(ErrnoClass::of(4), ErrnoClass::Intr);
+        // The kernel's restart codes: EINTR or a restart, decided after sys_exit.
+        for restart in [512, 513, 514, 516] {
+            assert_eq!(ErrnoClass::of(restart), ErrnoClass::Restart, "{restart}");
         }
         assert_eq!(
             ErrnoClass::of(515),

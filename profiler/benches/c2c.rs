@@ -142,14 +142,14 @@ fn main() -> ExitCode {
         fs_mean.push(fs.ns.mean);
         al_mean.push(al.ns.mean);
     }
-    let ratio = profiler::statistics::median(&ratios);
+    let ratio = profiler::samples::median(&ratios);
     let slower = ratios.iter().filter(|r| **r > 1.0).count();
     println!(
         "median mean-to-p99: false sharing {:.1} ns, aligned {:.1} ns; median mean: {:.1} / {:.1} ns",
-        profiler::statistics::median(&fs_typical),
-        profiler::statistics::median(&al_typical),
-        profiler::statistics::median(&fs_mean),
-        profiler::statistics::median(&al_mean),
+        profiler::samples::median(&fs_typical),
+        profiler::samples::median(&al_typical),
+        profiler::samples::median(&fs_mean),
+        profiler::samples::median(&al_mean),
     );
     println!(
         "median pair ratio (false sharing / aligned): {ratio:.3}; false sharing slower in {slower} of {} pairs; \

@@ -291,7 +291,7 @@ fn main() -> anyhow::Result<()> {
             col.push(v);
         }
     }
-    let med = cols.map(|c| profiler::statistics::median(&c));
+    let med = cols.map(|c| profiler::samples::median(&c));
     print_row("med", &med);
     let ratio = med[2];
     println!(

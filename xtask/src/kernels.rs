@@ -548,7 +548,8 @@ mod tests {
         };
         assert_eq!(flavour("6.1.0-57-amd64"), ["6.1"]);
         assert_eq!(flavour("6.1.0-57-rt-amd64"), ["6.1-rt"]);
-        assert_eq!(flavour("6.12.118+deb12-amd64"), ["6.12"]);
+        // The lockdown entry boots the same kernel with another command line.
+        assert_eq!(flavour("6.12.118+deb12-amd64"), ["6.12", "6.12-lockdown"]);
         assert!(flavour("6.12.118+deb12-rt-amd64").is_empty());
         assert!(flavour("6.18.44-fc-v1147").is_empty());
     }

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::statistics::median;
+use crate::samples::median;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 

@@ -3,6 +3,7 @@
 //! A [`Session`] is one load of `profiler-ebpf`: the syscall set and the target processes are data
 //! written into its maps; every syscall shares the same two programs.
 
+pub mod attach;
 pub mod environment;
 pub mod layout;
 pub mod syscall_names;
@@ -16,10 +17,6 @@ use std::{
 use aya::{
     Ebpf, EbpfLoader,
     maps::{Array, MapData, PerCpuArray},
-    programs::{
-        ProgramError, RawTracePoint, TracePoint, raw_trace_point::RawTracePointLinkId,
-        trace_point::TracePointLinkId,
-    },
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
@@ -27,6 +24,7 @@ use profiler_common::{
     SLOW_RING_BYTES, SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry, forked_process_indexes,
 };
 
+use self::attach::{AttachTo, Link};
 pub use self::{
     layout::GroupExit,
     syscall_names::{DEFAULT_SYSCALLS, Syscall},
@@ -129,12 +127,6 @@ pub enum AttachPoint {
     RawTracepoint,
 }
 
-/// One attachment, kept so `Drop` can detach it.
-enum LinkId {
-    Tracepoint(TracePointLinkId),
-    Raw(RawTracePointLinkId),
-}
-
 /// One load of the kernel programs, attached and counting until dropped.
 pub struct Session {
     ebpf: Ebpf,
@@ -145,8 +137,8 @@ pub struct Session {
     /// be derived from totals that include every process).
     first_named: u32,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
-    /// Every attachment, so `Drop` can detach them in parallel.
-    links: Vec<(String, LinkId)>,
+    /// Every attachment, by program name: dropping them detaches.
+    links: Vec<(String, Link)>,
     /// When the last program was attached (or the counters were last reset): the start of the
     /// interval the counters cover.
     armed_at: Instant,
@@ -165,55 +157,9 @@ pub struct Session {
 }
 
 impl Drop for Session {
-    /// Detaching a tracepoint waits for an RCU grace period (~70 ms here); one after the other
-    /// that is seconds for the default set. Grace periods overlap when the detaches run
-    /// concurrently, so each link is dropped on its own thread.
     fn drop(&mut self) {
-        let mut taken: Vec<Box<dyn Send>> = Vec::new();
-        for (name, id) in self.links.drain(..) {
-            let Some(program) = self.ebpf.program_mut(&name) else {
-                continue;
-            };
-            match id {
-                LinkId::Tracepoint(id) => {
-                    let program: Option<&mut TracePoint> = program.try_into().ok();
-                    if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
-                        taken.push(Box::new(link));
-                    }
-                }
-                LinkId::Raw(id) => {
-                    let program: Option<&mut RawTracePoint> = program.try_into().ok();
-                    if let Some(link) = program.and_then(|p| p.take_link(id).ok()) {
-                        taken.push(Box::new(link));
-                    }
-                }
-            }
-        }
-        let threads: Vec<_> = taken
-            .into_iter()
-            .map(|link| std::thread::spawn(move || drop(link)))
-            .collect();
-        for t in threads {
-            let _ = t.join();
-        }
+        attach::detach_all(self.links.drain(..).map(|(_, link)| link).collect());
     }
-}
-
-/// The program `$name` of `$ebpf` as a `$kind`, loaded (verified) once: the tracepoint kinds
-/// have no common trait for `load`, so this is a macro.
-macro_rules! loaded {
-    ($ebpf:expr, $name:expr, $kind:ty) => {{
-        let name = $name;
-        let program: &mut $kind = $ebpf
-            .program_mut(name)
-            .ok_or_else(|| missing_program(name))?
-            .try_into()
-            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
-        if program.fd().is_err() {
-            program.load().map_err(|e| load_error(name, e))?;
-        }
-        program
-    }};
 }
 
 impl Session {
@@ -289,14 +235,21 @@ impl Session {
         };
         let compat = config.compat && config.programs == Programs::Profiler;
         let mut ebpf = EbpfLoader::new()
-            .override_global("SELF_TGID", &self_tgid, true)
-            .override_global("TRACE_ALL", &trace_all, true)
-            .override_global("TRACE_CGROUPS", &trace_cgroups, true)
+            .override_global(
+                "CONFIG",
+                &profiler_common::Config {
+                    slow_ns,
+                    raw_timed_nr,
+                    self_tgid,
+                    trace_all,
+                    trace_cgroups,
+                    by_cgroup,
+                    split_off_cpu: split,
+                    ..profiler_common::Config::OFF
+                },
+                true,
+            )
             .override_global("LAYOUT", &layout, true)
-            .override_global("RAW_TIMED_NR", &raw_timed_nr, true)
-            .override_global("SPLIT_OFF_CPU", &split, true)
-            .override_global("SLOW_NS", &slow_ns, true)
-            .override_global("BY_CGROUP", &by_cgroup, true)
             .map_max_entries(
                 "CGROUP_STATS",
                 if by_cgroup != 0 {
@@ -347,11 +300,11 @@ impl Session {
         // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
         // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
         if compat {
-            session.attach_raw("compat_enter", "sys_enter")?;
+            session.attach("compat_enter", &AttachTo::raw("sys_enter"))?;
         }
-        session.attach(config.programs, config.follow_forks, split != 0)?;
+        session.attach_programs(config.programs, config.follow_forks, split != 0)?;
         if compat {
-            session.attach_raw("compat_exit", "sys_exit")?;
+            session.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
         }
         session.arm()?;
         Ok(session)
@@ -874,7 +827,7 @@ impl Session {
         Ok(())
     }
 
-    fn attach(
+    fn attach_programs(
         &mut self,
         programs: Programs,
         follow_forks: bool,
@@ -882,8 +835,14 @@ impl Session {
     ) -> Result<(), SetupError> {
         // Before the syscall programs, so that every traced call's switches are seen.
         if off_cpu {
-            self.attach_program("sched_wakeup", &[("sched".into(), "sched_wakeup".into())])?;
-            self.attach_program("sched_switch", &[("sched".into(), "sched_switch".into())])?;
+            self.attach(
+                "sched_wakeup",
+                &AttachTo::tracepoint("sched", "sched_wakeup"),
+            )?;
+            self.attach(
+                "sched_switch",
+                &AttachTo::tracepoint("sched", "sched_switch"),
+            )?;
         }
         let (enter, exit, point) = match programs {
             Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
@@ -907,64 +866,34 @@ impl Session {
                 let names: Vec<String> =
                     self.syscalls.iter().map(|s| s.tracepoint.clone()).collect();
                 for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
-                    let tracepoints: Vec<(String, String)> = names
-                        .iter()
-                        .map(|n| ("syscalls".to_owned(), format!("{prefix}{n}")))
-                        .collect();
-                    self.attach_program(program, &tracepoints)?;
+                    for name in &names {
+                        let to = AttachTo::tracepoint("syscalls", &format!("{prefix}{name}"));
+                        self.attach(program, &to)?;
+                    }
                 }
             }
             AttachPoint::RawTracepoint => {
-                self.attach_raw(exit, "sys_exit")?;
-                self.attach_raw(enter, "sys_enter")?;
+                self.attach(exit, &AttachTo::raw("sys_exit"))?;
+                self.attach(enter, &AttachTo::raw("sys_enter"))?;
             }
         }
         if programs == Programs::Profiler {
             if follow_forks {
-                self.attach_program("task_newtask", &[("task".into(), "task_newtask".into())])?;
+                self.attach(
+                    "task_newtask",
+                    &AttachTo::tracepoint("task", "task_newtask"),
+                )?;
             }
-            self.attach_program(
-                "process_exit",
-                &[("sched".into(), "sched_process_exit".into())],
-            )?;
+            let exit = AttachTo::tracepoint("sched", "sched_process_exit");
+            self.attach("process_exit", &exit)?;
         }
         Ok(())
     }
 
-    fn attach_program(
-        &mut self,
-        name: &str,
-        tracepoints: &[(String, String)],
-    ) -> Result<(), SetupError> {
-        let program = loaded!(self.ebpf, name, TracePoint);
-        for (category, tracepoint) in tracepoints {
-            let id = program.attach(category, tracepoint).map_err(|e| {
-                let refused = std::error::Error::source(&e)
-                    .and_then(|s| s.downcast_ref::<std::io::Error>())
-                    .is_some_and(|io| io.kind() == std::io::ErrorKind::PermissionDenied)
-                    || e.to_string().contains("Permission denied");
-                // SAFETY: geteuid has no preconditions.
-                if refused && unsafe { libc::geteuid() } != 0 {
-                    return SetupError::PerfEventRefused {
-                        paranoid: environment::perf_event_paranoid(),
-                    };
-                }
-                SetupError::bpf(format!("attaching {name} to {category}:{tracepoint}"), e)
-            })?;
-            self.links.push((name.to_owned(), LinkId::Tracepoint(id)));
-        }
-        Ok(())
-    }
-
-    fn attach_raw(&mut self, name: &str, tracepoint: &str) -> Result<(), SetupError> {
-        let program = loaded!(self.ebpf, name, RawTracePoint);
-        let id = program.attach(tracepoint).map_err(|e| {
-            SetupError::bpf(
-                format!("attaching {name} to raw tracepoint {tracepoint}"),
-                e,
-            )
-        })?;
-        self.links.push((name.to_owned(), LinkId::Raw(id)));
+    /// Attaches `program` to `to`, keeping the link until the session ends.
+    fn attach(&mut self, program: &str, to: &AttachTo) -> Result<(), SetupError> {
+        let link = attach::attach(&mut self.ebpf, program, to)?;
+        self.links.push((program.to_owned(), link));
         Ok(())
     }
 
@@ -1009,18 +938,21 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
     const TRACEPOINT: &str = "syscalls:sys_exit_getppid";
     let me = std::process::id();
     let mut ebpf = EbpfLoader::new()
-        .override_global("PROBE_TGID", &me, true)
+        .override_global(
+            "CONFIG",
+            &profiler_common::Config {
+                probe_tgid: me,
+                ..profiler_common::Config::OFF
+            },
+            true,
+        )
         .load(EBPF_OBJECT)
         .map_err(|e| SetupError::bpf("loading the eBPF object (context probe)", e))?;
-    let program: &mut TracePoint = ebpf
-        .program_mut("ctx_probe")
-        .ok_or_else(|| missing_program("ctx_probe"))?
-        .try_into()
-        .map_err(|e| SetupError::bpf("program ctx_probe", e))?;
-    program.load().map_err(|e| load_error("ctx_probe", e))?;
-    program
-        .attach("syscalls", "sys_exit_getppid")
-        .map_err(|e| SetupError::bpf(format!("attaching ctx_probe to {TRACEPOINT}"), e))?;
+    let link = attach::attach(
+        &mut ebpf,
+        "ctx_probe",
+        &AttachTo::tracepoint("syscalls", "sys_exit_getppid"),
+    )?;
     // SAFETY: getppid cannot fail; the raw syscall, so libc cannot answer from a cache.
     let ppid = unsafe { libc::syscall(libc::SYS_getppid) } as u64;
     let seen: Array<&MapData, [u64; 3]> = Array::try_from(
@@ -1031,6 +963,7 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
     let [pid_tgid, first, second] = seen
         .get(&0, 0)
         .map_err(|e| SetupError::bpf("reading CTX_PROBE", e))?;
+    drop(link);
     let getppid = libc::SYS_getppid as u64;
     let problem = |what: String| SetupError::RecordLayout {
         tracepoint: TRACEPOINT.to_owned(),
@@ -1059,33 +992,6 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
         )));
     }
     Ok((nr, RECORD_HEADER + 8))
-}
-
-fn missing_program(name: &str) -> SetupError {
-    SetupError::bpf(
-        format!("program {name}"),
-        anyhow::anyhow!("missing from the object"),
-    )
-}
-
-/// Turns a load failure into a one-line cause plus the tail of the verifier log.
-fn load_error(program: &str, error: ProgramError) -> SetupError {
-    match error {
-        ProgramError::LoadError {
-            io_error,
-            verifier_log,
-        } => {
-            let log = verifier_log.to_string();
-            let lines: Vec<&str> = log.lines().filter(|l| !l.trim().is_empty()).collect();
-            let tail = lines[lines.len().saturating_sub(15)..].join("\n");
-            SetupError::VerifierRejected {
-                program: program.to_owned(),
-                cause: io_error.to_string(),
-                log_tail: tail,
-            }
-        }
-        other => SetupError::bpf(format!("loading program {program}"), other),
-    }
 }
 
 // Compile-time guard: the per-process map must have room for the named and forked ranges.

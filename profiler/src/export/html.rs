@@ -215,7 +215,7 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
     let slot = w / groups.len().max(1) as f64;
     let y_of = |v: f64| top + h - h * v / max;
     for (i, (m, qps)) in groups.iter().enumerate() {
-        let Some(spread) = crate::statistics::Spread::of(qps) else {
+        let Some(spread) = crate::samples::Spread::of(qps) else {
             continue;
         };
         let x = left + slot * i as f64 + slot * 0.2;

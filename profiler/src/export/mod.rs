@@ -476,15 +476,8 @@ impl FileIdentity {
 /// exports only, not the ones whose paths are still fine.)
 pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
     let mut failures: Vec<String> = Vec::new();
-    let single: [(&Option<std::path::PathBuf>, &dyn Exporter); 5] = [
-        (&args.export_json, &json::Json),
-        (&args.export_csv, &csv::Csv),
-        (&args.export_prom, &prometheus::Prometheus),
-        (&args.export_markdown, &markdown::Markdown),
-        (&args.report, &html::Html),
-    ];
-    for (path, exporter) in single {
-        let Some(path) = path else { continue };
+    for (_, exporter, path) in FILE_EXPORTS {
+        let Some(path) = path(args) else { continue };
         let written = exporter
             .render(data)
             .and_then(|bytes| Destination::parse(path).write(&bytes));
@@ -503,20 +496,30 @@ pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
     Ok(())
 }
 
+/// The one table of single-file exports: each one's flag, its format, and where
+/// [`ExportArgs`] keeps its path. A new format is a row here, a field in `ExportArgs` and its
+/// `Exporter`.
+type PathOf = fn(&ExportArgs) -> Option<&Path>;
+const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 5] = [
+    ("--export-json", &json::Json, |a| a.export_json.as_deref()),
+    ("--export-csv", &csv::Csv, |a| a.export_csv.as_deref()),
+    ("--export-prom", &prometheus::Prometheus, |a| {
+        a.export_prom.as_deref()
+    }),
+    ("--export-markdown", &markdown::Markdown, |a| {
+        a.export_markdown.as_deref()
+    }),
+    ("--report", &html::Html, |a| a.report.as_deref()),
+];
+
 impl ExportArgs {
     /// The single-file flags that were given, with their flag names.
     #[must_use]
     pub fn files(&self) -> Vec<(&'static str, &Path)> {
-        [
-            ("--export-json", &self.export_json),
-            ("--export-csv", &self.export_csv),
-            ("--export-prom", &self.export_prom),
-            ("--export-markdown", &self.export_markdown),
-            ("--report", &self.report),
-        ]
-        .into_iter()
-        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p)))
-        .collect()
+        FILE_EXPORTS
+            .iter()
+            .filter_map(|(flag, _, path)| path(self).map(|p| (*flag, p)))
+            .collect()
     }
 
     /// Whether any export was asked for.
@@ -529,14 +532,14 @@ impl ExportArgs {
 impl ExportData {
     /// QPS of `group`'s runs (or of the group itself when it has no runs) and their spread.
     #[must_use]
-    pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<crate::statistics::Spread>) {
+    pub fn qps_of(&self, group: &Measurement) -> (Vec<f64>, Option<crate::samples::Spread>) {
         let runs = self.runs_of(group);
         let sources: Vec<&Measurement> = if runs.is_empty() { vec![group] } else { runs };
         let qps: Vec<f64> = sources
             .iter()
             .filter_map(|m| m.load.as_ref().map(|l| l.qps))
             .collect();
-        let spread = crate::statistics::Spread::of(&qps);
+        let spread = crate::samples::Spread::of(&qps);
         (qps, spread)
     }
 }

@@ -16,7 +16,7 @@ use tokio::task::LocalSet;
 
 use super::{
     LoadReport, LoadSpec, SpecError, Stop,
-    stats::RuntimeStats,
+    measure::RuntimeStats,
     workload::{Client, Workload},
 };
 

@@ -21,7 +21,7 @@
 mod engine;
 mod errors;
 mod http;
-mod stats;
+mod measure;
 mod workload;
 
 use std::{

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use crate::{loadgen::LoadReport, statistics::MedianInterval, stats::Snapshot};
+use crate::{loadgen::LoadReport, samples::MedianInterval, stats::Snapshot};
 
 /// A server variant under test: the servers crate's one description of them.
 pub use servers::Variant;
@@ -220,10 +220,8 @@ impl VariantResult {
             of,
             relative_to,
             pairs: pairs.len(),
-            qps_of: crate::statistics::median(
-                &pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>(),
-            ),
-            qps_relative_to: crate::statistics::median(
+            qps_of: crate::samples::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
+            qps_relative_to: crate::samples::median(
                 &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
             ),
             qps: MedianInterval::of(&changes(&qps))?,

@@ -14,7 +14,7 @@ use crate::{
         table::{Table, errors_cell},
         units::{duration, duration_ns, percent},
     },
-    statistics::{Spread, gini, median, outliers},
+    samples::{Spread, gini, median, outliers},
     stats::Snapshot,
 };
 
@@ -757,7 +757,7 @@ fn paired_section(
 const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0.";
 
 /// "-1.2% [-3.0, +0.8]": a median change and its interval, in percent.
-fn change_cell(i: &crate::statistics::MedianInterval) -> String {
+fn change_cell(i: &crate::samples::MedianInterval) -> String {
     if i.n == 1 {
         format!("{:+.1}% (1 pair)", i.median)
     } else {
@@ -765,7 +765,7 @@ fn change_cell(i: &crate::statistics::MedianInterval) -> String {
     }
 }
 
-fn verdict(qps: &crate::statistics::MedianInterval) -> &'static str {
+fn verdict(qps: &crate::samples::MedianInterval) -> &'static str {
     if qps.n < 2 {
         "one pair: no interval"
     } else if qps.within_noise() {

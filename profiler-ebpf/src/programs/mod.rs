@@ -1,0 +1,53 @@
+//! The kernel programs, one file per concern: [`config`] (what user space sets before load),
+//! [`maps`], [`record`] (reading tracepoint records), [`timing`] (the syscall tracepoints'
+//! front end and the accounting every front end shares), [`compat`] (32-bit calls), [`sched`]
+//! (`--off-cpu`), [`process`] (fork and exit), [`cgroup`], [`slow`], and the loader's
+//! [`probe`] and the benchmark's limits ([`bench`]).
+
+pub(crate) use aya_ebpf::{
+    bindings::BPF_F_USER_STACK,
+    helpers::{
+        bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
+        bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
+    },
+    macros::{map, raw_tracepoint, tracepoint},
+    maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
+    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
+};
+pub(crate) use aya_log_ebpf::{info, warn};
+pub(crate) use core::intrinsics::{AtomicOrdering, atomic_xadd};
+pub(crate) use profiler_common::Config;
+pub(crate) use profiler_common::{
+    ANNOUNCE_SLOT, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
+    FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
+    MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
+    OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout,
+    STACK_NOT_TAKEN, SlotEntry, SlowCall, SyscallSlot, ThreadStart, USER32_CS, bucket_index,
+    entry_counts_events, entry_forks, entry_slot, forked_process_index, slot_of_entry,
+    switched_out_runnable,
+};
+
+mod bench;
+mod cgroup;
+mod compat;
+mod config;
+mod maps;
+mod probe;
+mod process;
+mod record;
+mod sched;
+mod slow;
+mod timing;
+
+pub(crate) use self::{
+    cgroup::*, compat::*, config::*, maps::*, process::*, record::*, sched::*, slow::*, timing::*,
+};
+
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    loop {}
+}
+
+#[unsafe(link_section = "license")]
+#[unsafe(no_mangle)]
+static LICENSE: [u8; 13] = *b"Dual MIT/GPL\0";

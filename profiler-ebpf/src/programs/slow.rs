@@ -1,0 +1,86 @@
+//! `--slow`: calls past the threshold go to user space with their stacks; processes are
+//! announced so that user space reads their mappings in time.
+
+use super::*;
+
+/// `--slow`: the slow calls ([`SlowCall`]); one page without it, sized by the loader.
+#[map]
+pub(crate) static SLOW_CALLS: RingBuf = RingBuf::with_byte_size(4096, 0);
+
+/// `--slow`: slow calls the ring buffer had no room for (entry 0).
+#[map]
+pub(crate) static SLOW_LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1, 0);
+
+/// `--slow`: kernel stacks taken at switch-out and user stacks taken at a slow call's
+/// return; one entry without it, sized by the loader.
+#[map]
+pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
+
+/// `--slow`: per tgid, the first 8 bytes of the name it was last announced under (see
+/// `announce`); one entry without it, sized from `pid_max` with it.
+#[map]
+pub(crate) static ANNOUNCED: Array<u64> = Array::with_max_entries(1, 0);
+
+/// `--slow`, in `sched_switch` for a traced call that blocks: the first time its process
+/// does so under its current name (new, or after an exec), tells user space, which then
+/// reads the process's mappings while the call waits. A process that exits right after its
+/// slow call is then symbolized all the same. Only a call that blocks announces: one merely
+/// preempted may be the dynamic loader's, before the libraries are mapped.
+#[inline(always)]
+pub(crate) fn announce() {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let tgid = (pid_tgid >> 32) as u32;
+    let comm = bpf_get_current_comm().unwrap_or_default();
+    let name = u64::from_ne_bytes([
+        comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
+    ]);
+    let Some(seen) = ANNOUNCED.get_ptr_mut(tgid) else {
+        return;
+    };
+    // SAFETY: a plain u64 load and store; two threads of one process racing here at worst
+    // announce it twice.
+    unsafe {
+        if *seen == name {
+            return;
+        }
+        *seen = name;
+    }
+    if let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) {
+        entry.write(SlowCall {
+            pid: tgid,
+            tid: pid_tgid as u32,
+            slot: ANNOUNCE_SLOT,
+            // SAFETY: a plain helper call.
+            end_ns: unsafe { bpf_ktime_get_ns() },
+            kernel_stack: STACK_NOT_TAKEN,
+            user_stack: STACK_NOT_TAKEN,
+            comm,
+            ..SlowCall::default()
+        });
+        entry.submit(0);
+    }
+}
+
+/// `--slow`: completes `call` with the user stack and the thread's name, and sends it to
+/// user space; counts it in `SLOW_LOST` when the ring buffer is full. Off the hot path: only
+/// calls past the threshold get here.
+#[inline(always)]
+pub(crate) fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
+    let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) else {
+        if let Some(lost) = SLOW_LOST.get_ptr_mut(0) {
+            // SAFETY: per-CPU value, preemption disabled.
+            unsafe { *lost += 1 };
+        }
+        return;
+    };
+    let user_stack = match ctx.get_stackid(&STACKS, u64::from(BPF_F_USER_STACK)) {
+        Ok(id) => id as i32,
+        Err(e) => e,
+    };
+    entry.write(SlowCall {
+        user_stack,
+        comm: bpf_get_current_comm().unwrap_or_default(),
+        ..call
+    });
+    entry.submit(0);
+}
