@@ -6,23 +6,17 @@
 use std::{
     io::{BufRead as _, BufReader},
     os::unix::process::CommandExt as _,
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Stdio},
     time::{Duration, Instant},
 };
 
 mod common;
 
-use common::{profiler, serial, wait_for};
+use common::{profiler, read_json, serial, wait_for};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("faults", name)
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let bytes =
-        std::fs::read(path).unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
 fn calls_of(json: &serde_json::Value, syscall: &str) -> u64 {

@@ -7,23 +7,17 @@
 //! These load BPF programs (root) and run one at a time.
 
 use std::{
-    path::{Path, PathBuf},
+    path::PathBuf,
     process::{Command, Output},
     time::{Duration, Instant},
 };
 
 mod common;
 
-use common::{profiler, serial};
+use common::{profiler, read_json, serial};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("hosts", name)
-}
-
-fn read_json(path: &Path) -> serde_json::Value {
-    let bytes =
-        std::fs::read(path).unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
-    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
 }
 
 fn syscall<'a>(json: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {

@@ -51,6 +51,12 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
     }
 }
 
+/// An executable `/bin/sh` script at `path` running `body` (a `--server-bin` wrapper).
+fn write_script(path: &std::path::Path, body: &str) {
+    std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
+
 fn variant(e: &Experiment, v: Variant) -> &VariantResult {
     e.scenarios[0]
         .variants
@@ -184,19 +190,13 @@ fn what_the_server_started_does_not_outlive_the_run() {
         300 + std::process::id() % 97,
         std::process::id() % 1000
     );
-    std::fs::write(
+    write_script(
         &wrapper,
-        format!(
-            "#!/bin/sh\nsleep {marker} &\nexec {} \"$@\"\n",
+        &format!(
+            "sleep {marker} &\nexec {} \"$@\"",
             servers_binary().display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    );
     let mut opts = options(
         &[Variant::Lt],
         ScenarioSpec::new("helper", 1, Stop::Requests(100), 1),
@@ -227,19 +227,13 @@ fn a_server_that_dies_mid_run_is_reported_and_its_measurements_kept() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let wrapper = dir.path().join("dying-server");
-    std::fs::write(
+    write_script(
         &wrapper,
-        format!(
-            "#!/bin/sh\n{} \"$@\" &\nsleep 0.7\nkill -9 $!\nwait\nexit 3\n",
+        &format!(
+            "{} \"$@\" &\nsleep 0.7\nkill -9 $!\nwait\nexit 3",
             servers_binary().display()
         ),
-    )
-    .unwrap();
-    std::fs::set_permissions(
-        &wrapper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    );
     let mut opts = options(
         &[Variant::Et, Variant::Lt],
         ScenarioSpec::new("dies", 1, Stop::Duration(Duration::from_secs(2)), 1),

@@ -61,6 +61,13 @@ pub fn wait_until_catching(pid: u32, signal: i32, limit: Duration) {
     }
 }
 
+/// The JSON file at `path`, which must have been written.
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let bytes =
+        std::fs::read(path).unwrap_or_else(|e| panic!("{} not written: {e}", path.display()));
+    serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{} is not JSON: {e}", path.display()))
+}
+
 /// The `profiler` binary this test build made.
 pub fn profiler() -> Command {
     Command::new(env!("CARGO_BIN_EXE_profiler"))
