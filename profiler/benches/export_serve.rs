@@ -20,17 +20,15 @@ use std::{
 use profiler::{
     cli::ExportArgs,
     export::{
-        Exporter,
-        csv::Csv,
-        hdr,
-        html::Html,
-        json::Json,
-        markdown::Markdown,
-        prometheus::Prometheus,
-        synthetic::{Shape, run_data},
-        write_exports,
+        Exporter, csv::Csv, hdr, html::Html, json::Json, markdown::Markdown,
+        prometheus::Prometheus, write_exports,
     },
 };
+
+use synthetic::{Shape, run_data};
+
+#[path = "../tests/fixtures/synthetic.rs"]
+mod synthetic;
 
 fn main() {
     export_speed();

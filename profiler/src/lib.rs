@@ -3,8 +3,9 @@
 //!
 //! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
 //! - [`stats`]: the merged measurements every report and export reads.
-//! - [`statistics`]: median, spread, outliers and Gini over repeated measurements.
-//! - [`cpus`]: CPU lists, the CPUs this process may use, pinning.
+//! - [`samples`]: median, spread, outliers and Gini over repeated measurements.
+//! - [`cpus`]: CPU lists, the CPUs this process may use, pinning (the `cpuset` crate, shared
+//!   with `c2c`).
 //! - [`cgroup`]: the cgroups `--cgroup` names, as the ids the kernel compares.
 //! - [`process`]: starting commands stopped, pidfds, `/proc` (threads, descendants).
 //! - [`output`]: printing that survives a closed stdout.
@@ -17,15 +18,15 @@
 //! - [`serve`]: `profiler serve`, the counters as a Prometheus scrape target.
 //! - [`slow`]: `--slow`, the slowest calls with their symbolized stacks.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.
-//! - [`c2c`]: `profiler c2c`, core-to-core latency of the ways two threads can talk.
+//! - [`c2c_timer`]: the kernel timer of `profiler c2c`'s sends (c2c itself is the `c2c` crate).
 
 pub mod attach;
 pub mod bench;
 pub mod bpf;
-pub mod c2c;
+pub mod c2c_timer;
 pub mod cgroup;
 pub mod cli;
-pub mod cpus;
+pub use cpuset as cpus;
 pub mod error;
 pub mod export;
 pub mod loadgen;

@@ -3,12 +3,13 @@
 use std::process::ExitCode;
 
 use anyhow::Result;
+use c2c::{C2cOptions, Mechanism, SyscallTimer};
 use clap::Parser as _;
 use profiler::{
     attach::{self, AttachOptions},
     bench,
     bpf::Syscall,
-    c2c::{self, C2cOptions, Mechanism, SyscallTimer, kernel_timer::KernelSyscallTimer},
+    c2c_timer::KernelSyscallTimer,
     cli::{BenchCommand, C2cArgs, Cli, Command},
     trace::TraceRequest,
 };

@@ -2,7 +2,8 @@
 
 use std::time::Duration;
 
-use profiler::c2c::{self, C2cOptions, Mechanism, SyscallTimer, kernel_timer::KernelSyscallTimer};
+use c2c::{C2cOptions, Mechanism, SyscallTimer};
+use profiler::c2c_timer::KernelSyscallTimer;
 
 #[test]
 fn syscall_mechanisms_get_kernel_timed_send_columns() {

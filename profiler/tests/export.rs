@@ -13,21 +13,18 @@ use std::{
 use profiler::{
     cli::ExportArgs,
     export::{
-        ExportData, Exporter,
-        csv::Csv,
-        hdr,
-        html::Html,
-        json::Json,
-        markdown::Markdown,
-        prometheus::Prometheus,
-        synthetic::{Shape, attach_data, run_data},
-        write_exports,
+        ExportData, Exporter, csv::Csv, hdr, html::Html, json::Json, markdown::Markdown,
+        prometheus::Prometheus, write_exports,
     },
 };
+
+#[path = "fixtures/synthetic.rs"]
+mod synthetic;
 
 mod common;
 
 use common::serial;
+use synthetic::{Shape, attach_data, run_data};
 
 fn scratch(name: &str) -> PathBuf {
     common::scratch("export", name)

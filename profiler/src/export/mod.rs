@@ -13,7 +13,6 @@ pub mod json;
 pub mod markdown;
 pub mod prometheus;
 pub mod summary;
-pub mod synthetic;
 
 use std::{
     collections::BTreeMap,

@@ -2,11 +2,11 @@
 //!
 //! Two threads pinned to two CPUs exchange a 64-byte message and a small acknowledgement
 //! through each [`Mechanism`]; every round trip is timed with the TSC on the initiating CPU.
-//! For the syscall mechanisms an optional [`SyscallTimer`] (the kernel programs) splits each
+//! For the syscall mechanisms an optional [`SyscallTimer`] (the profiler's kernel programs,
+//! `profiler::c2c_timer`) splits each
 //! round trip into syscall time and the rest. [`run`] returns a [`C2cReport`] whose `Display`
 //! is the table and which serialises to JSON.
 
-pub mod kernel_timer;
 mod mechanisms;
 mod report;
 pub mod topology;

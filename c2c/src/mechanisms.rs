@@ -22,7 +22,7 @@ use anyhow::{Context, Result, anyhow, bail};
 use hdrhistogram::Histogram;
 
 use super::{Mechanism, SyscallTime, SyscallTimer, tsc};
-use crate::cpus::affinity;
+use cpuset::affinity;
 
 /// Bytes in one message.
 pub const MESSAGE_BYTES: usize = 64;

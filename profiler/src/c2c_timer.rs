@@ -7,7 +7,8 @@
 
 use anyhow::Result;
 
-use super::{SyscallTime, SyscallTimer};
+use c2c::{SyscallTime, SyscallTimer};
+
 use crate::{
     bpf::{Session, SessionConfig, Syscall, Target},
     stats::Snapshot,

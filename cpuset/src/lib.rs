@@ -107,10 +107,10 @@ pub mod affinity {
     use anyhow::{Result, bail};
 
     /// Largest CPU number a `cpu_set_t` can name.
-    pub(crate) const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
+    pub const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
 
     /// The calling thread's affinity mask.
-    pub(crate) fn current() -> Result<libc::cpu_set_t> {
+    pub fn current() -> Result<libc::cpu_set_t> {
         // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
         let mut set: libc::cpu_set_t = unsafe { mem::zeroed() };
         // SAFETY: the pointer and size describe `set`, which outlives the call.
@@ -122,7 +122,7 @@ pub mod affinity {
     }
 
     /// The CPU numbers in `set`.
-    pub(crate) fn cpus_in(set: &libc::cpu_set_t) -> Vec<usize> {
+    pub fn cpus_in(set: &libc::cpu_set_t) -> Vec<usize> {
         // SAFETY: CPU_ISSET only reads `set`, and every index is below CPU_SETSIZE.
         (0..MAX_CPUS)
             .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
@@ -130,7 +130,7 @@ pub mod affinity {
     }
 
     /// Sets the calling thread's affinity mask.
-    pub(crate) fn set(set: &libc::cpu_set_t) -> Result<()> {
+    pub fn set(set: &libc::cpu_set_t) -> Result<()> {
         // SAFETY: the pointer and size describe `set`, which outlives the call.
         let rc = unsafe { libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), set) };
         if rc != 0 {
@@ -140,7 +140,7 @@ pub mod affinity {
     }
 
     /// Pins the calling thread to `cpu` alone.
-    pub(crate) fn pin_current(cpu: usize) -> Result<()> {
+    pub fn pin_current(cpu: usize) -> Result<()> {
         if cpu >= MAX_CPUS {
             bail!(
                 "CPU {cpu} is beyond the largest CPU number {}",
@@ -155,7 +155,7 @@ pub mod affinity {
     }
 
     /// Restores the affinity mask a thread had when this guard was made.
-    pub(crate) struct RestoreOnDrop(pub(crate) libc::cpu_set_t);
+    pub struct RestoreOnDrop(pub libc::cpu_set_t);
 
     impl Drop for RestoreOnDrop {
         fn drop(&mut self) {

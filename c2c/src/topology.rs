@@ -8,7 +8,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-pub use crate::cpus::{allowed_cpus, format_cpu_list, parse_cpu_list};
+pub use cpuset::{allowed_cpus, format_cpu_list, parse_cpu_list};
 use serde::Serialize;
 
 /// Where the kernel exposes CPU and NUMA topology.

@@ -10,11 +10,11 @@
 //!    coarse), and exits non-zero unless false sharing is slower than aligned by at least
 //!    `--margin` (default 5 %).
 //!
-//! `cargo bench -p profiler --bench c2c -- [--no-table] [--rounds N] [--round-trips N] [--margin F]`
+//! `cargo bench -p c2c --bench c2c -- [--no-table] [--rounds N] [--round-trips N] [--margin F]`
 
 use std::{process::ExitCode, time::Duration};
 
-use profiler::c2c::{C2cOptions, Measurement, Mechanism, Outcome, run};
+use c2c::{C2cOptions, Measurement, Mechanism, Outcome, run};
 
 struct Args {
     table: bool,
@@ -142,14 +142,14 @@ fn main() -> ExitCode {
         fs_mean.push(fs.ns.mean);
         al_mean.push(al.ns.mean);
     }
-    let ratio = profiler::samples::median(&ratios);
+    let ratio = median(&ratios);
     let slower = ratios.iter().filter(|r| **r > 1.0).count();
     println!(
         "median mean-to-p99: false sharing {:.1} ns, aligned {:.1} ns; median mean: {:.1} / {:.1} ns",
-        profiler::samples::median(&fs_typical),
-        profiler::samples::median(&al_typical),
-        profiler::samples::median(&fs_mean),
-        profiler::samples::median(&al_mean),
+        median(&fs_typical),
+        median(&al_typical),
+        median(&fs_mean),
+        median(&al_mean),
     );
     println!(
         "median pair ratio (false sharing / aligned): {ratio:.3}; false sharing slower in {slower} of {} pairs; \
@@ -170,5 +170,16 @@ fn main() -> ExitCode {
             args.margin * 100.0
         );
         ExitCode::FAILURE
+    }
+}
+
+/// The median of `values` (the mean of the middle two for an even count; 0 for none).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => v[n / 2],
+        n => f64::midpoint(v[n / 2 - 1], v[n / 2]),
     }
 }
