@@ -1,5 +1,7 @@
 //! Builds the kernel programs (`profiler-ebpf`) for `bpfel-unknown-none` with the nightly
-//! toolchain and bpf-linker, and leaves the object in `OUT_DIR` for `include_bytes_aligned!`.
+//! toolchain and bpf-linker, and leaves its objects in `OUT_DIR` for `include_bytes_aligned!`:
+//! `profiler-ebpf.o` (the profiler), `profiler-ebpf-probe.o` (the loader's context probe) and
+//! `profiler-ebpf-bench.o` (`profiler bench overhead`), one per `[[bin]]` of profiler-ebpf.
 //!
 //! This is aya-build's recipe with one change: `-C target-cpu=v3`, so the fork handler can use
 //! BPF's atomic fetch-add (and the hot path gets 32-bit ALU and jump instructions).
@@ -12,6 +14,12 @@ use std::{
 
 const TOOLCHAIN: &str = "nightly";
 const TARGET: &str = "bpfel-unknown-none";
+/// Each `[[bin]]` of profiler-ebpf and the object it becomes.
+const OBJECTS: [(&str, &str); 3] = [
+    ("profiler", "profiler-ebpf.o"),
+    ("probe", "profiler-ebpf-probe.o"),
+    ("bench", "profiler-ebpf-bench.o"),
+];
 const SETUP_HINT: &str = "run `cargo xtask setup` once, then build again";
 
 fn main() -> ExitCode {
@@ -31,18 +39,17 @@ fn build() -> Result<(), String> {
     for dir in ["profiler-ebpf", "profiler-common"] {
         println!("cargo::rerun-if-changed={}", root.join(dir).display());
     }
-    println!("cargo::rerun-if-env-changed=PROFILER_EBPF_OBJECT");
+    println!("cargo::rerun-if-env-changed=PROFILER_EBPF_OBJECTS");
     let out_dir = PathBuf::from(env::var("OUT_DIR").map_err(|e| e.to_string())?);
-    let object = out_dir.join("profiler-ebpf.o");
 
-    // An already built object (e.g. for cross builds); otherwise build it here.
-    if let Some(prebuilt) = env::var_os("PROFILER_EBPF_OBJECT") {
-        std::fs::copy(&prebuilt, &object).map_err(|e| {
-            format!(
-                "PROFILER_EBPF_OBJECT={}: {e}",
-                Path::new(&prebuilt).display()
-            )
-        })?;
+    // Already built objects (e.g. for cross builds): a directory with the three files, named as
+    // in OUT_DIR; otherwise build them here.
+    if let Some(prebuilt) = env::var_os("PROFILER_EBPF_OBJECTS") {
+        for (_, object) in OBJECTS {
+            let from = Path::new(&prebuilt).join(object);
+            std::fs::copy(&from, out_dir.join(object))
+                .map_err(|e| format!("PROFILER_EBPF_OBJECTS: {}: {e}", from.display()))?;
+        }
         return Ok(());
     }
 
@@ -96,14 +103,17 @@ fn build() -> Result<(), String> {
             .unwrap_or("see the warnings above");
         return Err(format!("building profiler-ebpf failed: {first_error}"));
     }
-    let built = target_dir.join(TARGET).join("release").join("profiler");
-    std::fs::copy(&built, &object).map_err(|e| {
-        format!(
-            "cannot copy {} to {}: {e}",
-            built.display(),
-            object.display()
-        )
-    })?;
+    for (bin, object) in OBJECTS {
+        let built = target_dir.join(TARGET).join("release").join(bin);
+        let object = out_dir.join(object);
+        std::fs::copy(&built, &object).map_err(|e| {
+            format!(
+                "cannot copy {} to {}: {e}",
+                built.display(),
+                object.display()
+            )
+        })?;
+    }
     Ok(())
 }
 

@@ -523,13 +523,23 @@ fn build_ebpf() -> Result<()> {
     // The same build as profiler/build.rs, visible on its own.
     cargo(&["build", "-p", "profiler"])?;
     let out = root().join("target/debug/build");
-    let object = fs::read_dir(&out)?
+    let dir = fs::read_dir(&out)?
         .flatten()
-        .map(|e| e.path().join("out/profiler-ebpf.o"))
-        .filter(|p| p.is_file())
-        .max_by_key(|p| fs::metadata(p).and_then(|m| m.modified()).ok())
+        .map(|e| e.path().join("out"))
+        .filter(|p| p.join("profiler-ebpf.o").is_file())
+        .max_by_key(|p| {
+            fs::metadata(p.join("profiler-ebpf.o"))
+                .and_then(|m| m.modified())
+                .ok()
+        })
         .context("profiler-ebpf.o not found after the build")?;
-    println!("{}", object.display());
+    for object in [
+        "profiler-ebpf.o",
+        "profiler-ebpf-probe.o",
+        "profiler-ebpf-bench.o",
+    ] {
+        println!("{}", dir.join(object).display());
+    }
     Ok(())
 }
 

@@ -1,7 +1,7 @@
 //! For `profiler bench overhead` alone: the limits the profiler is measured against, on both
 //! attach points (per-syscall tracepoints and the raw sys_enter/sys_exit).
 
-use super::*;
+use crate::programs::*;
 
 /// Does nothing: attached in place of the real programs, it measures the floor cost of the
 /// tracepoint mechanism itself.

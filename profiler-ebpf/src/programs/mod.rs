@@ -1,8 +1,9 @@
 //! The kernel programs, one file per concern: [`config`] (what user space sets before load),
 //! [`maps`], [`record`] (reading tracepoint records), [`timing`] (the syscall tracepoints'
 //! front end and the accounting every front end shares), [`compat`] (32-bit calls), [`sched`]
-//! (`--off-cpu`), [`process`] (fork and exit), [`cgroup`], [`slow`], and the loader's
-//! [`probe`] and the benchmark's limits ([`bench`]).
+//! (`--off-cpu`), [`process`] (fork and exit), [`cgroup`], [`slow`]. The loader's context probe
+//! (`probe.rs`) and the benchmark's limits (`bench.rs`) are here too but built into objects of
+//! their own (`src/bin/`), so loading the profiler does not load them.
 
 pub(crate) use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
@@ -27,12 +28,10 @@ pub(crate) use profiler_common::{
     switched_out_runnable,
 };
 
-mod bench;
 mod cgroup;
 mod compat;
 mod config;
 mod maps;
-mod probe;
 mod process;
 mod record;
 mod sched;

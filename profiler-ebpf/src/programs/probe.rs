@@ -1,6 +1,6 @@
 //! The loader's probe of the context BPF programs on `sys_exit_*` really get.
 
-use super::*;
+use crate::programs::*;
 
 /// What `ctx_probe` saw: the caller's pid_tgid and the two words after the common header.
 #[map]

@@ -40,6 +40,12 @@ use crate::{
 /// The compiled kernel programs, built by `build.rs`.
 static EBPF_OBJECT: &[u8] =
     aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf.o"));
+/// The context probe, alone (see [`probe_sys_exit_context`]).
+static PROBE_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf-probe.o"));
+/// The profiler's programs plus the limits `profiler bench overhead` measures them against.
+static BENCH_OBJECT: &[u8] =
+    aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/profiler-ebpf-bench.o"));
 
 /// Which processes to time.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -268,7 +274,11 @@ impl Session {
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .map_max_entries("TIMER_START", pid_max)
-            .load(EBPF_OBJECT)
+            .load(if config.programs == Programs::Profiler {
+                EBPF_OBJECT
+            } else {
+                BENCH_OBJECT
+            })
             .map_err(|e| SetupError::bpf("loading the eBPF object", e))?;
         // Kernel-side diagnostics (forks followed, table full) go to the `log` crate: `-v` shows them.
         let logger = aya_log::EbpfLogger::init(&mut ebpf).ok();
@@ -946,7 +956,7 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
             },
             true,
         )
-        .load(EBPF_OBJECT)
+        .load(PROBE_OBJECT)
         .map_err(|e| SetupError::bpf("loading the eBPF object (context probe)", e))?;
     let link = attach::attach(
         &mut ebpf,

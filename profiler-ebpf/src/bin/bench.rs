@@ -1,0 +1,24 @@
+//! The object `profiler bench overhead` loads: the profiler's programs (its sessions are the
+//! profiler's, with the same maps) plus the limits it is measured against (`programs/bench.rs`:
+//! empty programs and the minimal timer). Kept out of the profiler's own object.
+#![cfg_attr(target_arch = "bpf", no_std)]
+#![cfg_attr(target_arch = "bpf", no_main)]
+// The bpf target's core has no fetch_add (no compare-and-swap); the intrinsic lowers to BPF's
+// atomic add with fetch (kernel 5.12+).
+#![cfg_attr(target_arch = "bpf", feature(core_intrinsics))]
+#![cfg_attr(target_arch = "bpf", allow(internal_features))]
+// Record fields are read by asm loads with the offset in the instruction (see `field`).
+#![cfg_attr(target_arch = "bpf", feature(asm_experimental_arch))]
+
+#[cfg(target_arch = "bpf")]
+#[path = "../programs/mod.rs"]
+mod programs;
+
+#[cfg(target_arch = "bpf")]
+#[path = "../programs/bench.rs"]
+mod bench;
+
+#[cfg(not(target_arch = "bpf"))]
+fn main() {
+    // Built for the host only by workspace-wide commands; the real build targets bpfel-unknown-none.
+}
