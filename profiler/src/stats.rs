@@ -2,7 +2,7 @@
 
 use hdrhistogram::Histogram;
 use profiler_common::{
-    DROP_REASONS, DropReason, ERRNO_CLASSES, ErrnoClass, HIST_BUCKETS, bucket_index,
+    DROP_REASONS, DropReason, ERRNO_CLASSES, ErrnoClass, HIST_BUCKETS, SyscallSlot, bucket_index,
     bucket_lower_bound, bucket_upper_bound,
 };
 use serde::Serialize;
@@ -243,6 +243,58 @@ impl SyscallSummary {
         ))
     }
 
+    /// One CPU's counters of one slot as read from the kernel (`SYSCALLS`); the events
+    /// histogram is read from its own map. With `off_cpu`, the split too.
+    #[must_use]
+    pub fn of_slot(name: &str, slot: &SyscallSlot, off_cpu: bool) -> Self {
+        let s = &slot.stats;
+        let mut latency = LatencyHistogram::default();
+        latency.add_counts(&slot.latency.counts);
+        Self {
+            name: name.to_owned(),
+            calls: s.calls,
+            errors: ErrnoCounts(s.errors),
+            total_ns: s.total_ns,
+            min_ns: if s.calls > 0 { s.min_ns } else { 0 },
+            max_ns: s.max_ns,
+            dropped: s.dropped,
+            latency,
+            events: None,
+            off_cpu: off_cpu.then(|| {
+                let mut on_cpu = LatencyHistogram::default();
+                on_cpu.add_counts(&slot.on_cpu.counts);
+                OffCpuSplit {
+                    blocked_ns: s.blocked_ns,
+                    runnable_ns: s.runnable_ns,
+                    on_cpu,
+                }
+            }),
+        }
+    }
+
+    /// Adds `other` (the same syscall on another CPU, or in another run) into this one: the
+    /// one merge, used for the kernel's per-CPU values and for runs alike. Events and the
+    /// off-CPU split merge where both sides have them.
+    pub fn add(&mut self, other: &Self) {
+        if other.calls > 0 && (self.calls == 0 || other.min_ns < self.min_ns) {
+            self.min_ns = other.min_ns;
+        }
+        self.max_ns = self.max_ns.max(other.max_ns);
+        self.calls += other.calls;
+        self.total_ns += other.total_ns;
+        self.dropped += other.dropped;
+        for (a, b) in self.errors.0.iter_mut().zip(other.errors.0) {
+            *a += b;
+        }
+        self.latency.merge(&other.latency);
+        if let (Some(a), Some(b)) = (&mut self.events, &other.events) {
+            a.merge(b);
+        }
+        if let (Some(a), Some(b)) = (&mut self.off_cpu, &other.off_cpu) {
+            a.add(b);
+        }
+    }
+
     /// Mean latency in ns.
     #[must_use]
     pub fn mean_ns(&self) -> f64 {
@@ -421,25 +473,7 @@ impl Snapshot {
     pub fn merge(&mut self, other: &Self) {
         for theirs in &other.syscalls {
             match self.syscalls.iter_mut().find(|s| s.name == theirs.name) {
-                Some(mine) => {
-                    if theirs.calls > 0 && (mine.calls == 0 || theirs.min_ns < mine.min_ns) {
-                        mine.min_ns = theirs.min_ns;
-                    }
-                    mine.max_ns = mine.max_ns.max(theirs.max_ns);
-                    mine.calls += theirs.calls;
-                    mine.total_ns += theirs.total_ns;
-                    mine.dropped += theirs.dropped;
-                    for (a, b) in mine.errors.0.iter_mut().zip(theirs.errors.0) {
-                        *a += b;
-                    }
-                    mine.latency.add_counts(&theirs.latency.counts);
-                    if let (Some(a), Some(b)) = (&mut mine.events, &theirs.events) {
-                        a.add_counts(&b.counts);
-                    }
-                    if let (Some(a), Some(b)) = (&mut mine.off_cpu, &theirs.off_cpu) {
-                        a.add(b);
-                    }
-                }
+                Some(mine) => mine.add(theirs),
                 None => self.syscalls.push(theirs.clone()),
             }
         }
@@ -502,6 +536,43 @@ impl Snapshot {
         }
     }
 }
+
+/// A latency quantile as the reports name it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Quantile {
+    /// The fraction, 0.5 for the median.
+    pub q: f64,
+    /// Its name in tables: `p99.9`.
+    pub label: &'static str,
+    /// Its name in field and column names: `p99_9` (`p99_9_ns` in JSON and CSV).
+    pub key: &'static str,
+}
+
+/// The quantiles of a syscall's latency every report and export shows, in this order: the
+/// terminal and Markdown tables' columns, JSON's `pN_ns` fields and percentile maps, CSV's
+/// columns. The one list; a format that shows fewer says so beside its columns.
+pub const QUANTILES: [Quantile; 4] = [
+    Quantile {
+        q: 0.5,
+        label: "p50",
+        key: "p50",
+    },
+    Quantile {
+        q: 0.9,
+        label: "p90",
+        key: "p90",
+    },
+    Quantile {
+        q: 0.99,
+        label: "p99",
+        key: "p99",
+    },
+    Quantile {
+        q: 0.999,
+        label: "p99.9",
+        key: "p99_9",
+    },
+];
 
 /// Calls per request, the one definition every report and export uses: over the requests
 /// the load generator finished, correct or failed (the server made calls for the failed ones

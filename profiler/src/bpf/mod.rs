@@ -32,8 +32,8 @@ pub use self::{
 use crate::{
     error::SetupError,
     stats::{
-        DropCounts, ErrnoCounts, LatencyHistogram, OffCpuSplit, ProcessSummary, ProcessSyscall,
-        Snapshot, SyscallSummary,
+        DropCounts, LatencyHistogram, OffCpuSplit, ProcessSummary, ProcessSyscall, Snapshot,
+        SyscallSummary,
     },
 };
 
@@ -465,29 +465,9 @@ impl Session {
                 off_cpu: self.off_cpu.then(OffCpuSplit::default),
                 ..Default::default()
             };
-            let mut errors = ErrnoCounts::default();
-            let mut min_ns = u64::MAX;
             for cpu in per_cpu.iter() {
-                let s = &cpu.stats;
-                summary.calls += s.calls;
-                summary.total_ns += s.total_ns;
-                summary.dropped += s.dropped;
-                summary.max_ns = summary.max_ns.max(s.max_ns);
-                if s.calls > 0 {
-                    min_ns = min_ns.min(s.min_ns);
-                }
-                for (sum, e) in errors.0.iter_mut().zip(s.errors) {
-                    *sum += e;
-                }
-                summary.latency.add_counts(&cpu.latency.counts);
-                if let Some(split) = &mut summary.off_cpu {
-                    split.blocked_ns += s.blocked_ns;
-                    split.runnable_ns += s.runnable_ns;
-                    split.on_cpu.add_counts(&cpu.on_cpu.counts);
-                }
+                summary.add(&SyscallSummary::of_slot(&syscall.name, cpu, self.off_cpu));
             }
-            summary.min_ns = if summary.calls > 0 { min_ns } else { 0 };
-            summary.errors = errors;
             if syscall.returns_events() {
                 let per_cpu = events
                     .get(&slot, 0)

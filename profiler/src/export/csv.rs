@@ -7,41 +7,46 @@ use anyhow::Result;
 use profiler_common::ErrnoClass;
 
 use super::{ExportData, Exporter};
+use crate::stats::QUANTILES;
 
 /// The CSV format (RFC 4180: comma-separated, fields with commas or quotes quoted).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Csv;
 
-/// The header row's columns, in order.
-pub const COLUMNS: &[&str] = &[
-    "variant",
-    "concurrency",
-    "run",
-    "syscall",
-    "calls",
-    "errors",
-    "errors_eagain",
-    "errors_eintr",
-    "errors_econnreset",
-    "errors_epipe",
-    "errors_ebadf",
-    "errors_other",
-    "errors_erestart",
-    "total_ns",
-    "mean_ns",
-    "min_ns",
-    "max_ns",
-    "p50_ns",
-    "p90_ns",
-    "p99_ns",
-    "p99_9_ns",
-    "dropped",
-    "calls_per_request",
-    "requests",
-    "qps",
-    "partial",
-    "failure",
-];
+/// The header row's columns, in order: the errno classes and the quantiles come from their one
+/// list each (`ErrnoClass::ALL`, [`QUANTILES`]), so a row and its header cannot disagree.
+#[must_use]
+pub fn columns() -> Vec<String> {
+    let mut columns: Vec<String> = [
+        "variant",
+        "concurrency",
+        "run",
+        "syscall",
+        "calls",
+        "errors",
+    ]
+    .map(String::from)
+    .to_vec();
+    columns.extend(
+        ErrnoClass::ALL
+            .iter()
+            .map(|c| format!("errors_{}", c.name().to_lowercase())),
+    );
+    columns.extend(["total_ns", "mean_ns", "min_ns", "max_ns"].map(String::from));
+    columns.extend(QUANTILES.iter().map(|q| format!("{}_ns", q.key)));
+    columns.extend(
+        [
+            "dropped",
+            "calls_per_request",
+            "requests",
+            "qps",
+            "partial",
+            "failure",
+        ]
+        .map(String::from),
+    );
+    columns
+}
 
 impl Exporter for Csv {
     fn name(&self) -> &'static str {
@@ -49,7 +54,7 @@ impl Exporter for Csv {
     }
 
     fn render(&self, data: &ExportData) -> Result<Vec<u8>> {
-        let mut out = COLUMNS.join(",");
+        let mut out = columns().join(",");
         out.push('\n');
         for m in &data.measurements {
             for s in &m.syscalls.syscalls {
@@ -69,9 +74,9 @@ impl Exporter for Csv {
                     s.max_ns.to_string(),
                 ]);
                 row.extend(
-                    super::QUANTILES
+                    QUANTILES
                         .iter()
-                        .map(|(q, _)| s.latency.value_at_quantile(*q).to_string()),
+                        .map(|q| s.latency.value_at_quantile(q.q).to_string()),
                 );
                 row.push(s.dropped.to_string());
                 row.push(
@@ -113,15 +118,33 @@ pub fn quote(field: &str) -> String {
 mod tests {
     use super::*;
 
-    /// The header names one error column per errno class, in the order the rows write them.
+    /// Every row has as many fields as the header, and the header names the columns as the
+    /// schema (docs/EXPORT_SCHEMA.md) lists them.
     #[test]
-    fn the_error_columns_are_the_errno_classes_in_order() {
-        let start = COLUMNS.iter().position(|c| *c == "errors_eagain").unwrap();
-        let named: Vec<String> = ErrnoClass::ALL
-            .iter()
-            .map(|c| format!("errors_{}", c.name().to_lowercase()))
-            .collect();
-        assert_eq!(COLUMNS[start..start + named.len()], named[..]);
-        assert_eq!(COLUMNS[start + named.len()], "total_ns");
+    fn rows_match_the_header() {
+        assert_eq!(
+            columns().join(","),
+            "variant,concurrency,run,syscall,calls,errors,errors_eagain,errors_eintr,\
+             errors_econnreset,errors_epipe,errors_ebadf,errors_other,errors_erestart,total_ns,\
+             mean_ns,min_ns,max_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,dropped,calls_per_request,\
+             requests,qps,partial,failure"
+        );
+        let mut snapshot = crate::stats::Snapshot::default();
+        snapshot.syscalls.push(crate::stats::SyscallSummary {
+            name: "read".into(),
+            calls: 3,
+            ..Default::default()
+        });
+        let data = ExportData {
+            measurements: vec![super::super::Measurement {
+                syscalls: snapshot,
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let text = String::from_utf8(Csv.render(&data).unwrap()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        assert_eq!(lines[1].split(',').count(), columns().len(), "{}", lines[1]);
     }
 }

@@ -9,12 +9,12 @@ use profiler_common::{DropReason, ErrnoClass};
 use serde::Serialize;
 
 use super::{
-    Comparison, ExportData, Exporter, LoadSummary, Measurement, Metadata, QUANTILES,
-    SCHEMA_VERSION, StraceComparison,
+    Comparison, ExportData, Exporter, LoadSummary, Measurement, Metadata, SCHEMA_VERSION,
+    StraceComparison,
 };
 use crate::{
     report,
-    stats::{Bucket, LatencyHistogram, Snapshot, SyscallSummary},
+    stats::{Bucket, LatencyHistogram, QUANTILES, Snapshot, SyscallSummary},
 };
 
 /// The JSON format.
@@ -170,7 +170,7 @@ impl From<&Histogram<u64>> for RecordedJson {
             stdev: if empty { 0.0 } else { h.stdev() },
             percentiles: QUANTILES
                 .iter()
-                .map(|(q, name)| (*name, h.value_at_quantile(*q)))
+                .map(|q| (q.key, h.value_at_quantile(q.q)))
                 .collect(),
             buckets: h
                 .iter_recorded()
@@ -193,10 +193,9 @@ struct SyscallJson<'a> {
     mean_ns: f64,
     min_ns: u64,
     max_ns: u64,
-    p50_ns: u64,
-    p90_ns: u64,
-    p99_ns: u64,
-    p99_9_ns: u64,
+    /// `p50_ns` … `p99_9_ns`, one per [`QUANTILES`].
+    #[serde(flatten)]
+    quantiles: BTreeMap<String, u64>,
     dropped: u64,
     calls_per_request: Option<f64>,
     latency_buckets: Vec<Bucket>,
@@ -217,7 +216,6 @@ struct OffCpuJson {
 
 impl<'a> SyscallJson<'a> {
     fn new(s: &'a SyscallSummary, m: &Measurement) -> Self {
-        let q = |q: f64| s.latency.value_at_quantile(q);
         Self {
             name: &s.name,
             calls: s.calls,
@@ -233,10 +231,10 @@ impl<'a> SyscallJson<'a> {
             mean_ns: s.mean_ns(),
             min_ns: s.min_ns,
             max_ns: s.max_ns,
-            p50_ns: q(0.5),
-            p90_ns: q(0.9),
-            p99_ns: q(0.99),
-            p99_9_ns: q(0.999),
+            quantiles: QUANTILES
+                .iter()
+                .map(|q| (format!("{}_ns", q.key), s.latency.value_at_quantile(q.q)))
+                .collect(),
             dropped: s.dropped,
             calls_per_request: m.calls_per_request(s),
             latency_buckets: s.latency.buckets().collect(),

@@ -109,7 +109,7 @@ pub struct LoadSummary {
 }
 
 /// One cell of the results: a variant's run (or all runs together, or a whole `attach`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Measurement {
     /// Server variant (`lt`, `et`, ...); `None` for `attach`.
     pub variant: Option<String>,
@@ -129,7 +129,7 @@ pub struct Measurement {
 }
 
 /// Everything an export writes.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ExportData {
     /// Machine and settings.
     pub metadata: Metadata,
@@ -261,10 +261,6 @@ impl ExportData {
         })
     }
 }
-
-/// The quantiles every format reports, with their column suffix (`p99.9` is `p99_9` in names).
-pub const QUANTILES: [(f64, &str); 4] =
-    [(0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99_9")];
 
 /// One single-file export format.
 pub trait Exporter {

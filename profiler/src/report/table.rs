@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use super::units::{duration, duration_ns, percent};
-use crate::stats::{Snapshot, SyscallSummary};
+use crate::stats::{QUANTILES, Snapshot, SyscallSummary};
 
 /// A table: column names and rows of cells, built once and rendered as text, Markdown or HTML
 /// (the first column left-aligned, the rest right-aligned: names, then numbers).
@@ -143,9 +143,9 @@ pub fn syscall_summary(
     per_request: Option<&PerRequest<'_>>,
 ) -> (Option<Table>, Vec<String>) {
     let total_time = snapshot.total_ns() as f64;
-    let mut columns = vec![
-        "syscall", "calls", "errors", "total", "mean", "p50", "p90", "p99", "p99.9", "max", "share",
-    ];
+    let mut columns = vec!["syscall", "calls", "errors", "total", "mean"];
+    columns.extend(QUANTILES.iter().map(|q| q.label));
+    columns.extend(["max", "share"]);
     if per_request.is_some() {
         columns.push("calls/request");
     }
@@ -158,20 +158,19 @@ pub fn syscall_summary(
         .collect();
     rows.sort_by(|a, b| b.total_ns.cmp(&a.total_ns).then(a.name.cmp(&b.name)));
     for s in &rows {
-        let q = |q: f64| duration(s.latency.value_at_quantile(q));
         let mut row = vec![
             s.name.clone(),
             s.calls.to_string(),
             errors_cell(s),
             duration(s.total_ns),
             duration_ns(s.mean_ns()),
-            q(0.5),
-            q(0.9),
-            q(0.99),
-            q(0.999),
-            duration(s.max_ns),
-            percent(s.total_ns as f64, total_time),
         ];
+        row.extend(
+            QUANTILES
+                .iter()
+                .map(|q| duration(s.latency.value_at_quantile(q.q))),
+        );
+        row.extend([duration(s.max_ns), percent(s.total_ns as f64, total_time)]);
         if let Some(per_request) = per_request {
             row.push(per_request(s).map_or_else(|| "-".into(), |c| format!("{c:.3}")));
         }
