@@ -510,10 +510,11 @@ pub struct SyscallSlot {
     pub on_cpu: LatencyBuckets,
 }
 
-/// Per-process counters of one CPU, indexed by slot: the multi-process server's per-worker table.
+/// One row's counters on one CPU, indexed by slot. A row is a tracked process (`PROCESSES`, the
+/// multi-process server's per-worker table) or a cgroup (`CGROUP_STATS`, `--by-cgroup`).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessStats {
+pub struct RowStats {
     /// Completed calls per slot.
     pub calls: [u64; MAX_SYSCALL_SLOTS],
     /// Failed calls per slot.
@@ -522,7 +523,7 @@ pub struct ProcessStats {
     pub total_ns: [u64; MAX_SYSCALL_SLOTS],
 }
 
-impl Default for ProcessStats {
+impl Default for RowStats {
     fn default() -> Self {
         Self {
             calls: [0; MAX_SYSCALL_SLOTS],
@@ -607,7 +608,7 @@ pub const fn bucket_upper_bound(index: u32) -> u64 {
 #[cfg(feature = "user")]
 mod pod {
     use super::{
-        Config, LatencyBuckets, OffCpu, ProcessStats, RecordLayout, SlowCall, SyscallSlot,
+        Config, LatencyBuckets, OffCpu, RecordLayout, RowStats, SlowCall, SyscallSlot,
         SyscallStats, ThreadStart,
     };
 
@@ -617,7 +618,7 @@ mod pod {
     // SAFETY: as above.
     unsafe impl aya::Pod for LatencyBuckets {}
     // SAFETY: as above.
-    unsafe impl aya::Pod for ProcessStats {}
+    unsafe impl aya::Pod for RowStats {}
     // SAFETY: as above (three such structs, all multiples of 8 bytes).
     unsafe impl aya::Pod for SyscallSlot {}
     // SAFETY: five u64, then four 4-byte fields (one explicit padding): no implicit padding.

@@ -336,9 +336,9 @@ impl SyscallSummary {
     }
 }
 
-/// Per-process totals for one syscall.
+/// One row's totals for one syscall (a process's or a cgroup's).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ProcessSyscall {
+pub struct RowSyscall {
     /// Completed calls.
     pub calls: u64,
     /// Failed calls.
@@ -347,7 +347,7 @@ pub struct ProcessSyscall {
     pub total_ns: u64,
 }
 
-impl ProcessSyscall {
+impl RowSyscall {
     /// Adds `other`'s counts to these.
     pub fn add(&mut self, other: &Self) {
         self.calls += other.calls;
@@ -363,7 +363,7 @@ impl ProcessSyscall {
     }
 }
 
-impl ProcessSummary {
+impl RowSummary {
     /// Adds `other`'s per-syscall counts to these, slot by slot.
     pub fn add(&mut self, other: &Self) {
         for (a, b) in self.syscalls.iter_mut().zip(&other.syscalls) {
@@ -372,18 +372,19 @@ impl ProcessSummary {
     }
 }
 
-/// One tracked process's counters (a worker of the multi-process server, say).
+/// One row of the per-process or per-cgroup table: a tracked process's counters (a worker of
+/// the multi-process server, say), or with `--cgroup`/`--by-cgroup` a cgroup's (`pid` 0).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ProcessSummary {
+pub struct RowSummary {
     /// Process id; 0 for the shared "other processes" entry past the table's size.
     pub pid: u32,
     /// Per syscall, in the session's syscall order.
-    pub syscalls: Vec<ProcessSyscall>,
+    pub syscalls: Vec<RowSyscall>,
     /// `--cgroup`: this row is a cgroup's (its path below the root), not a process's.
     pub cgroup: Option<String>,
 }
 
-impl ProcessSummary {
+impl RowSummary {
     /// Calls over all syscalls.
     #[must_use]
     pub fn total_calls(&self) -> u64 {
@@ -400,7 +401,7 @@ impl ProcessSummary {
                 .syscalls
                 .iter()
                 .zip(&earlier.syscalls)
-                .map(|(a, b)| ProcessSyscall {
+                .map(|(a, b)| RowSyscall {
                     calls: a.calls.saturating_sub(b.calls),
                     errors: a.errors.saturating_sub(b.errors),
                     total_ns: a.total_ns.saturating_sub(b.total_ns),
@@ -440,8 +441,9 @@ impl DropCounts {
 pub struct Snapshot {
     /// One entry per timed syscall, in the session's order.
     pub syscalls: Vec<SyscallSummary>,
-    /// Tracked processes that made at least one timed call.
-    pub processes: Vec<ProcessSummary>,
+    /// Rows ([`RowSummary`]): the tracked processes that made at least one timed call, or the
+    /// cgroups (`--cgroup`, `--by-cgroup`).
+    pub processes: Vec<RowSummary>,
     /// Events that could not be recorded.
     pub dropped: DropCounts,
     /// What the programs could not see, one line each (32-bit processes' calls to a syscall
@@ -459,7 +461,7 @@ impl Snapshot {
 
     /// The entry for one process by pid.
     #[must_use]
-    pub fn process(&self, pid: u32) -> Option<&ProcessSummary> {
+    pub fn process(&self, pid: u32) -> Option<&RowSummary> {
         self.processes.iter().find(|p| p.pid == pid)
     }
 
@@ -624,9 +626,9 @@ mod tests {
     /// from each other; it keys them by (pid, cgroup) like `merge`.
     #[test]
     fn since_keeps_cgroup_rows_apart() {
-        let row = |cgroup: &str, calls: u64| ProcessSummary {
+        let row = |cgroup: &str, calls: u64| RowSummary {
             pid: 0,
-            syscalls: vec![ProcessSyscall {
+            syscalls: vec![RowSyscall {
                 calls,
                 errors: 0,
                 total_ns: calls,

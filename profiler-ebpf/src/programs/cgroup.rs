@@ -5,12 +5,12 @@ use super::*;
 /// `--by-cgroup`: cgroup id → calls, errors and time per slot; one entry without it, sized
 /// to `MAX_CGROUP_IDS` with it.
 #[map]
-pub(crate) static CGROUP_STATS: PerCpuHashMap<u64, ProcessStats> =
+pub(crate) static CGROUP_STATS: PerCpuHashMap<u64, RowStats> =
     PerCpuHashMap::with_max_entries(1, 0);
 
 /// Zeros, the first value of a cgroup's entry (too large for the BPF stack).
 #[map]
-pub(crate) static ZERO_STATS: PerCpuArray<ProcessStats> = PerCpuArray::with_max_entries(1, 0);
+pub(crate) static ZERO_STATS: PerCpuArray<RowStats> = PerCpuArray::with_max_entries(1, 0);
 
 /// `--cgroup`: cgroup id (of a named cgroup or one below it) → the named cgroup's dense
 /// index, under which its processes' calls are counted. Filled by user space.

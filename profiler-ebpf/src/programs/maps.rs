@@ -38,7 +38,7 @@ pub(crate) static EVENTS: PerCpuArray<LatencyBuckets> =
 
 /// Per tracked process (dense index): calls, errors and time per slot.
 #[map]
-pub(crate) static PROCESSES: PerCpuArray<ProcessStats> =
+pub(crate) static PROCESSES: PerCpuArray<RowStats> =
     PerCpuArray::with_max_entries(MAX_PROCESSES, 0);
 
 /// Dense index → tgid, so user space can name the processes the kernel started tracking.

@@ -22,7 +22,7 @@ pub(crate) use profiler_common::{
     ANNOUNCE_SLOT, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
     FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
     MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
-    OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, ProcessStats, RECORD_HEADER, RECORD_WINDOW, RecordLayout,
+    OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, RECORD_HEADER, RECORD_WINDOW, RecordLayout, RowStats,
     STACK_NOT_TAKEN, SlotEntry, SlowCall, SyscallSlot, ThreadStart, USER32_CS, bucket_index,
     entry_counts_events, entry_forks, entry_slot, forked_process_index, slot_of_entry,
     switched_out_runnable,

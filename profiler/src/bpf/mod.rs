@@ -20,8 +20,8 @@ use aya::{
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
-    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, ProcessStats, RECORD_HEADER, RecordLayout,
-    SLOW_RING_BYTES, SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry, forked_process_indexes,
+    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, RECORD_HEADER, RecordLayout, RowStats, SLOW_RING_BYTES,
+    SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry, forked_process_indexes,
 };
 
 use self::attach::{AttachTo, Link};
@@ -32,8 +32,7 @@ pub use self::{
 use crate::{
     error::SetupError,
     stats::{
-        DropCounts, LatencyHistogram, OffCpuSplit, ProcessSummary, ProcessSyscall, Snapshot,
-        SyscallSummary,
+        DropCounts, LatencyHistogram, OffCpuSplit, RowSummary, RowSyscall, Snapshot, SyscallSummary,
     },
 };
 
@@ -519,12 +518,12 @@ impl Session {
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
         let named = self.named.len() as u32 + self.first_named;
-        let mut map: PerCpuArray<&mut MapData, ProcessStats> = self.map_mut("PROCESSES")?;
+        let mut map: PerCpuArray<&mut MapData, RowStats> = self.map_mut("PROCESSES")?;
         for index in (0..named)
             .chain(forked_process_indexes(forked))
             .chain([OVERFLOW_PROCESS])
         {
-            let zeros = aya::maps::PerCpuValues::try_from(vec![ProcessStats::default(); cpus])
+            let zeros = aya::maps::PerCpuValues::try_from(vec![RowStats::default(); cpus])
                 .map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
             map.set(index, zeros, 0)
                 .map_err(|e| SetupError::bpf("zeroing PROCESSES", e))?;
@@ -534,18 +533,18 @@ impl Session {
 
     /// Per-process counters. The process at [`DERIVED_PROCESS`] is not counted in the kernel (the
     /// hot path skips it): its figures are the totals minus every other process's.
-    fn read_processes(&self, totals: &[SyscallSummary]) -> Result<Vec<ProcessSummary>, SetupError> {
+    fn read_processes(&self, totals: &[SyscallSummary]) -> Result<Vec<RowSummary>, SetupError> {
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
 
         let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
-        let stats: PerCpuArray<&MapData, ProcessStats> = self.map("PROCESSES")?;
+        let stats: PerCpuArray<&MapData, RowStats> = self.map("PROCESSES")?;
 
         let named = self.first_named.max(1)..self.named.len() as u32 + self.first_named;
         let forked = forked_process_indexes(forked);
-        let mut by_pid: BTreeMap<u32, ProcessSummary> = BTreeMap::new();
+        let mut by_pid: BTreeMap<u32, RowSummary> = BTreeMap::new();
         for index in named.chain(forked).chain([OVERFLOW_PROCESS]) {
             let pid = if index == OVERFLOW_PROCESS {
                 0
@@ -553,16 +552,16 @@ impl Session {
                 pids.get(&index, 0)
                     .map_err(|e| SetupError::bpf("reading PROCESS_PIDS", e))?
             };
-            let summary = ProcessSummary {
+            let summary = RowSummary {
                 pid,
                 syscalls: self.process_counters(&stats, index)?,
                 cgroup: None,
             };
             if summary.total_calls() > 0 {
                 // A pid reused by a later fork: add up rather than overwrite.
-                let entry = by_pid.entry(pid).or_insert_with(|| ProcessSummary {
+                let entry = by_pid.entry(pid).or_insert_with(|| RowSummary {
                     pid,
-                    syscalls: vec![ProcessSyscall::default(); self.syscalls.len()],
+                    syscalls: vec![RowSyscall::default(); self.syscalls.len()],
                     cgroup: None,
                 });
                 entry.add(&summary);
@@ -571,11 +570,11 @@ impl Session {
         if self.first_named == DERIVED_PROCESS
             && let Some(&pid) = self.named.first()
         {
-            let mut derived = ProcessSummary {
+            let mut derived = RowSummary {
                 pid,
                 syscalls: totals
                     .iter()
-                    .map(|t| ProcessSyscall {
+                    .map(|t| RowSyscall {
                         calls: t.calls,
                         errors: t.errors.total(),
                         total_ns: t.total_ns,
@@ -598,7 +597,7 @@ impl Session {
                 }
             }
         }
-        let mut processes: Vec<ProcessSummary> = by_pid.into_values().collect();
+        let mut processes: Vec<RowSummary> = by_pid.into_values().collect();
         processes.extend(self.read_cgroups(&stats)?);
         Ok(processes)
     }
@@ -606,13 +605,13 @@ impl Session {
     /// `--cgroup`: one row per traced cgroup, its processes' calls together.
     fn read_cgroups(
         &self,
-        stats: &PerCpuArray<&MapData, ProcessStats>,
-    ) -> Result<Vec<ProcessSummary>, SetupError> {
+        stats: &PerCpuArray<&MapData, RowStats>,
+    ) -> Result<Vec<RowSummary>, SetupError> {
         self.cgroups
             .iter()
             .enumerate()
             .map(|(i, label)| {
-                Ok(ProcessSummary {
+                Ok(RowSummary {
                     pid: 0,
                     syscalls: self.process_counters(stats, i as u32 + 1)?,
                     cgroup: Some(label.clone()),
@@ -623,17 +622,16 @@ impl Session {
 
     /// `--all --by-cgroup`: one row per cgroup that made a timed call, named by its path below
     /// the cgroup root (looked up now: a cgroup removed since is named by its id).
-    fn read_cgroup_stats(&self) -> Result<Vec<ProcessSummary>, SetupError> {
+    fn read_cgroup_stats(&self) -> Result<Vec<RowSummary>, SetupError> {
         if !self.by_cgroup {
             return Ok(Vec::new());
         }
-        let map: aya::maps::PerCpuHashMap<&MapData, u64, ProcessStats> =
-            self.map("CGROUP_STATS")?;
+        let map: aya::maps::PerCpuHashMap<&MapData, u64, RowStats> = self.map("CGROUP_STATS")?;
         let paths = crate::cgroup::paths_by_id();
         let mut rows = Vec::new();
         for entry in map.iter() {
             let (id, per_cpu) = entry.map_err(|e| SetupError::bpf("reading CGROUP_STATS", e))?;
-            rows.push(ProcessSummary {
+            rows.push(RowSummary {
                 pid: 0,
                 syscalls: self.sum_counters(per_cpu.iter()),
                 cgroup: Some(
@@ -651,9 +649,9 @@ impl Session {
     /// The counters of process index `index`, summed over CPUs, per syscall slot.
     fn process_counters(
         &self,
-        stats: &PerCpuArray<&MapData, ProcessStats>,
+        stats: &PerCpuArray<&MapData, RowStats>,
         index: u32,
-    ) -> Result<Vec<ProcessSyscall>, SetupError> {
+    ) -> Result<Vec<RowSyscall>, SetupError> {
         let per_cpu = stats
             .get(&index, 0)
             .map_err(|e| SetupError::bpf("reading PROCESSES", e))?;
@@ -661,14 +659,11 @@ impl Session {
     }
 
     /// Per-CPU counters summed, per syscall slot.
-    fn sum_counters<'a>(
-        &self,
-        per_cpu: impl Iterator<Item = &'a ProcessStats>,
-    ) -> Vec<ProcessSyscall> {
-        let mut counters = vec![ProcessSyscall::default(); self.syscalls.len()];
+    fn sum_counters<'a>(&self, per_cpu: impl Iterator<Item = &'a RowStats>) -> Vec<RowSyscall> {
+        let mut counters = vec![RowSyscall::default(); self.syscalls.len()];
         for cpu in per_cpu {
             for (slot, s) in counters.iter_mut().enumerate() {
-                s.add(&ProcessSyscall {
+                s.add(&RowSyscall {
                     calls: cpu.calls[slot],
                     errors: cpu.errors[slot],
                     total_ns: cpu.total_ns[slot],

@@ -291,7 +291,7 @@ struct ProcessJson<'a> {
     calls: u64,
     errors: u64,
     total_ns: u64,
-    syscalls: BTreeMap<&'a str, crate::stats::ProcessSyscall>,
+    syscalls: BTreeMap<&'a str, crate::stats::RowSyscall>,
 }
 
 fn processes(snapshot: &Snapshot) -> Vec<ProcessJson<'_>> {

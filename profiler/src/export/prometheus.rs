@@ -242,7 +242,7 @@ pub fn render(data: &ExportData) -> String {
         .iter()
         .any(|m| m.syscalls.processes.iter().any(|p| p.cgroup.is_some()))
     {
-        type Value = fn(&crate::stats::ProcessSyscall) -> String;
+        type Value = fn(&crate::stats::RowSyscall) -> String;
         let families: [(&str, &str, Value); 3] = [
             (
                 "cgroup_syscall_calls_total",
