@@ -443,7 +443,7 @@ pub struct SlowCall {
     pub ret: i64,
     /// `bpf_ktime_get_ns()` when it returned.
     pub end_ns: u64,
-    /// Process (tgid) and thread id.
+    /// Process id (tgid).
     pub pid: u32,
     /// Thread id.
     pub tid: u32,

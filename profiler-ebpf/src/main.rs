@@ -1,10 +1,12 @@
-//! The kernel side of syscall-profiler: one program on `sys_enter_*` and one on `sys_exit_*` for
-//! every syscall in the chosen set, timing each call of the tracked processes into per-CPU maps.
+//! The kernel side of syscall-profiler: one enter and one exit program, attached to the
+//! `sys_enter_*`/`sys_exit_*` tracepoints of every syscall in the chosen set, timing each call of
+//! the tracked processes into per-CPU maps.
 //!
 //! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
 //! but the clock and the current task id. Options add to it only when given (frozen `.rodata`
 //! flags the verifier folds): `--off-cpu` one more array entry, `--slow` a compare (its stack
-//! walks happen at switch-outs and past the threshold), `--by-cgroup` a hash lookup by cgroup id.
+//! walks happen at switch-outs and past the threshold), `--cgroup` a hash lookup of the current
+//! cgroup id (in place of the process's array entry) and `--by-cgroup` one more for its row.
 //! Process tracking (fork, exit) is off the hot path and is the only place that logs (aya-log)
 //! or uses an atomic.
 #![cfg_attr(target_arch = "bpf", no_std)]

@@ -436,7 +436,8 @@ impl DropCounts {
     }
 }
 
-/// Everything the kernel programs have counted since they were loaded.
+/// Everything the kernel programs counted, from their load (or the last `Session::reset`) to
+/// the read; [`Snapshot::since`] gives what happened between two reads.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Snapshot {
     /// One entry per timed syscall, in the session's order.
@@ -575,6 +576,151 @@ pub const QUANTILES: [Quantile; 4] = [
         key: "p99_9",
     },
 ];
+
+/// A per-syscall figure's value: a count (calls, ns) or a mean.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    /// A whole number (calls, nanoseconds).
+    Count(u64),
+    /// A mean (nanoseconds), shown with one decimal in text formats.
+    Mean(f64),
+}
+
+impl std::fmt::Display for Value {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Count(n) => write!(f, "{n}"),
+            Self::Mean(x) => write!(f, "{x:.1}"),
+        }
+    }
+}
+
+/// Where a figure is a Prometheus series: its family (after the `syscall_profiler_` prefix) and
+/// the label that tells it from the family's other figures, if any.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrometheusSeries {
+    /// The counter family, `syscall_calls_total`.
+    pub family: &'static str,
+    /// The family's HELP text.
+    pub help: &'static str,
+    /// `("errno", "EAGAIN")` for one errno class's series; `None` for the family's one series.
+    pub label: Option<(&'static str, &'static str)>,
+}
+
+/// One flat per-syscall figure, declared once: its name, meaning and unit, how to read it from
+/// a [`SyscallSummary`], and where it appears. CSV has one column per figure, in
+/// [`syscall_figures`]' order; JSON one field per figure with `json` (errors are nested there);
+/// Prometheus one counter series per figure with a `prometheus` series. A new per-syscall
+/// figure is one entry here (and its field in `SyscallSummary`); histograms and the off-CPU
+/// split keep their own sections in each format.
+pub struct Figure {
+    /// The CSV column and, with `json`, the JSON field: `calls`, `p99_ns`.
+    pub key: String,
+    /// What it means, for documentation and Prometheus's HELP.
+    pub help: &'static str,
+    /// Whether JSON's syscall objects carry it as a field of its own.
+    pub json: bool,
+    /// Its Prometheus counter series, if it is one.
+    pub prometheus: Option<PrometheusSeries>,
+    /// Its value for one syscall.
+    pub value: Box<dyn Fn(&SyscallSummary) -> Value + Send + Sync>,
+}
+
+/// The flat per-syscall figures in their one order (CSV's columns): calls, errors (then one
+/// per errno class), total, mean, min and max time, the [`QUANTILES`], drops.
+#[must_use]
+pub fn syscall_figures() -> Vec<Figure> {
+    fn figure(
+        key: &str,
+        help: &'static str,
+        json: bool,
+        prometheus: Option<PrometheusSeries>,
+        value: impl Fn(&SyscallSummary) -> Value + Send + Sync + 'static,
+    ) -> Figure {
+        Figure {
+            key: key.to_owned(),
+            help,
+            json,
+            prometheus,
+            value: Box::new(value),
+        }
+    }
+    const ERRORS_HELP: &str = "Failed syscalls by errno (other: any errno not named).";
+    let mut figures = vec![
+        figure(
+            "calls",
+            "Completed syscalls.",
+            true,
+            Some(PrometheusSeries {
+                family: "syscall_calls_total",
+                help: "Completed syscalls.",
+                label: None,
+            }),
+            |s| Value::Count(s.calls),
+        ),
+        // JSON nests the errors as {total, by_errno}.
+        figure("errors", "Failed syscalls.", false, None, |s| {
+            Value::Count(s.errors.total())
+        }),
+    ];
+    for class in ErrnoClass::ALL {
+        figures.push(figure(
+            &format!("errors_{}", class.name().to_lowercase()),
+            ERRORS_HELP,
+            false,
+            Some(PrometheusSeries {
+                family: "syscall_errors_total",
+                help: ERRORS_HELP,
+                label: Some(("errno", class.name())),
+            }),
+            move |s| Value::Count(s.errors.get(class)),
+        ));
+    }
+    figures.extend([
+        figure(
+            "total_ns",
+            "Sum of the calls' latencies, ns.",
+            true,
+            None,
+            |s| Value::Count(s.total_ns),
+        ),
+        figure("mean_ns", "Mean latency, ns.", true, None, |s| {
+            Value::Mean(s.mean_ns())
+        }),
+        figure(
+            "min_ns",
+            "Fastest call, ns (0 without calls).",
+            true,
+            None,
+            |s| Value::Count(s.min_ns),
+        ),
+        figure("max_ns", "Slowest call, ns.", true, None, |s| {
+            Value::Count(s.max_ns)
+        }),
+    ]);
+    for q in QUANTILES {
+        figures.push(figure(
+            &format!("{}_ns", q.key),
+            "A latency quantile, ns (within the kernel bucket's 1/32).",
+            true,
+            None,
+            move |s| Value::Count(s.latency.value_at_quantile(q.q)),
+        ));
+    }
+    const DROPPED_HELP: &str = "Syscall exits without a recorded entry (in flight at attach).";
+    figures.push(figure(
+        "dropped",
+        DROPPED_HELP,
+        true,
+        Some(PrometheusSeries {
+            family: "syscall_dropped_total",
+            help: DROPPED_HELP,
+            label: None,
+        }),
+        |s| Value::Count(s.dropped),
+    ));
+    figures
+}
 
 /// Calls per request, the one definition every report and export uses: over the requests
 /// the load generator finished, correct or failed (the server made calls for the failed ones

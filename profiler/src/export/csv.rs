@@ -4,47 +4,25 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use profiler_common::ErrnoClass;
 
 use super::{ExportData, Exporter};
-use crate::stats::QUANTILES;
+use crate::stats::syscall_figures;
 
 /// The CSV format (RFC 4180: comma-separated, fields with commas or quotes quoted).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Csv;
 
-/// The header row's columns, in order: the errno classes and the quantiles come from their one
-/// list each (`ErrnoClass::ALL`, [`QUANTILES`]), so a row and its header cannot disagree.
+/// The header row's columns, in order: the measurement's, then one per syscall figure
+/// ([`syscall_figures`], where the errno classes and the quantiles come from their one list
+/// each), then the load's, so a row and its header cannot disagree.
 #[must_use]
 pub fn columns() -> Vec<String> {
-    let mut columns: Vec<String> = [
-        "variant",
-        "concurrency",
-        "run",
-        "syscall",
-        "calls",
-        "errors",
-    ]
-    .map(String::from)
-    .to_vec();
-    columns.extend(
-        ErrnoClass::ALL
-            .iter()
-            .map(|c| format!("errors_{}", c.name().to_lowercase())),
-    );
-    columns.extend(["total_ns", "mean_ns", "min_ns", "max_ns"].map(String::from));
-    columns.extend(QUANTILES.iter().map(|q| format!("{}_ns", q.key)));
-    columns.extend(
-        [
-            "dropped",
-            "calls_per_request",
-            "requests",
-            "qps",
-            "partial",
-            "failure",
-        ]
-        .map(String::from),
-    );
+    let mut columns: Vec<String> = ["variant", "concurrency", "run", "syscall"]
+        .map(String::from)
+        .to_vec();
+    columns.extend(syscall_figures().into_iter().map(|f| f.key));
+    columns
+        .extend(["calls_per_request", "requests", "qps", "partial", "failure"].map(String::from));
     columns
 }
 
@@ -54,6 +32,7 @@ impl Exporter for Csv {
     }
 
     fn render(&self, data: &ExportData) -> Result<Vec<u8>> {
+        let figures = syscall_figures();
         let mut out = columns().join(",");
         out.push('\n');
         for m in &data.measurements {
@@ -63,22 +42,8 @@ impl Exporter for Csv {
                     opt(m.concurrency),
                     opt(m.run),
                     quote(&s.name),
-                    s.calls.to_string(),
-                    s.errors.total().to_string(),
                 ];
-                row.extend(ErrnoClass::ALL.iter().map(|c| s.errors.get(*c).to_string()));
-                row.extend([
-                    s.total_ns.to_string(),
-                    format!("{:.1}", s.mean_ns()),
-                    s.min_ns.to_string(),
-                    s.max_ns.to_string(),
-                ]);
-                row.extend(
-                    QUANTILES
-                        .iter()
-                        .map(|q| s.latency.value_at_quantile(q.q).to_string()),
-                );
-                row.push(s.dropped.to_string());
+                row.extend(figures.iter().map(|f| (f.value)(s).to_string()));
                 row.push(
                     m.calls_per_request(s)
                         .map(|c| format!("{c:.4}"))

@@ -14,7 +14,10 @@ use super::{
 };
 use crate::{
     report,
-    stats::{Bucket, LatencyHistogram, QUANTILES, Snapshot, SyscallSummary},
+    stats::{
+        Bucket, Figure, LatencyHistogram, QUANTILES, Snapshot, SyscallSummary, Value,
+        syscall_figures,
+    },
 };
 
 /// The JSON format.
@@ -102,12 +105,15 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             run: m.run,
             failure: m.failure.as_deref(),
             load: m.load.as_ref().map(LoadJson::from),
-            syscalls: m
-                .syscalls
-                .syscalls
-                .iter()
-                .map(|s| SyscallJson::new(s, m))
-                .collect(),
+            syscalls: {
+                let figures: Vec<Figure> =
+                    syscall_figures().into_iter().filter(|f| f.json).collect();
+                m.syscalls
+                    .syscalls
+                    .iter()
+                    .map(|s| SyscallJson::new(s, m, &figures))
+                    .collect()
+            },
             processes: processes(&m.syscalls),
             dropped: DroppedJson::from(&m.syscalls),
             not_seen: &m.syscalls.not_seen,
@@ -187,16 +193,11 @@ impl From<&Histogram<u64>> for RecordedJson {
 #[derive(Serialize)]
 struct SyscallJson<'a> {
     name: &'a str,
-    calls: u64,
-    errors: ErrorsJson,
-    total_ns: u64,
-    mean_ns: f64,
-    min_ns: u64,
-    max_ns: u64,
-    /// `p50_ns` … `p99_9_ns`, one per [`QUANTILES`].
+    /// One field per JSON figure of [`syscall_figures`]: `calls`, `total_ns`, `mean_ns`,
+    /// `min_ns`, `max_ns`, `p50_ns` … `p99_9_ns`, `dropped`.
     #[serde(flatten)]
-    quantiles: BTreeMap<String, u64>,
-    dropped: u64,
+    figures: serde_json::Map<String, serde_json::Value>,
+    errors: ErrorsJson,
     calls_per_request: Option<f64>,
     latency_buckets: Vec<Bucket>,
     events_per_call: Option<EventsJson>,
@@ -215,10 +216,19 @@ struct OffCpuJson {
 }
 
 impl<'a> SyscallJson<'a> {
-    fn new(s: &'a SyscallSummary, m: &Measurement) -> Self {
+    fn new(s: &'a SyscallSummary, m: &Measurement, figures: &[Figure]) -> Self {
         Self {
             name: &s.name,
-            calls: s.calls,
+            figures: figures
+                .iter()
+                .map(|f| {
+                    let value = match (f.value)(s) {
+                        Value::Count(n) => serde_json::Value::from(n),
+                        Value::Mean(x) => serde_json::Value::from(x),
+                    };
+                    (f.key.clone(), value)
+                })
+                .collect(),
             errors: ErrorsJson {
                 total: s.errors.total(),
                 by_errno: ErrnoClass::ALL
@@ -227,15 +237,6 @@ impl<'a> SyscallJson<'a> {
                     .filter(|(_, n)| *n > 0)
                     .collect(),
             },
-            total_ns: s.total_ns,
-            mean_ns: s.mean_ns(),
-            min_ns: s.min_ns,
-            max_ns: s.max_ns,
-            quantiles: QUANTILES
-                .iter()
-                .map(|q| (format!("{}_ns", q.key), s.latency.value_at_quantile(q.q)))
-                .collect(),
-            dropped: s.dropped,
             calls_per_request: m.calls_per_request(s),
             latency_buckets: s.latency.buckets().collect(),
             events_per_call: s.events.as_ref().map(EventsJson::from),

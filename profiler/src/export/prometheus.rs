@@ -9,10 +9,10 @@
 use std::fmt::Write as _;
 
 use anyhow::Result;
-use profiler_common::{DropReason, ErrnoClass, MAX_TRACKABLE_VALUE};
+use profiler_common::{DropReason, MAX_TRACKABLE_VALUE};
 
 use super::{ExportData, Exporter, Measurement, json::drop_reason_key};
-use crate::stats::LatencyHistogram;
+use crate::stats::{LatencyHistogram, syscall_figures};
 
 /// The Prometheus text format.
 #[derive(Clone, Copy, Debug, Default)]
@@ -105,59 +105,31 @@ pub fn render(data: &ExportData) -> String {
             );
         }
     }
-    family(
-        &mut out,
-        "syscall_calls_total",
-        "counter",
-        "Completed syscalls.",
-    );
-    for m in &summaries {
-        for s in &m.syscalls.syscalls {
-            sample(
-                &mut out,
-                "syscall_calls_total",
-                &labels(m, &s.name),
-                "",
-                s.calls,
-            );
+    // The per-syscall counters, one family per declared series family, in declaration order.
+    let figures = syscall_figures();
+    let mut families: Vec<(&str, &str)> = Vec::new();
+    for series in figures.iter().filter_map(|f| f.prometheus) {
+        if !families.iter().any(|(name, _)| *name == series.family) {
+            families.push((series.family, series.help));
         }
     }
-    family(
-        &mut out,
-        "syscall_errors_total",
-        "counter",
-        "Failed syscalls by errno (other: any errno not named).",
-    );
-    for m in &summaries {
-        for s in &m.syscalls.syscalls {
-            let labels = labels(m, &s.name);
-            for class in ErrnoClass::ALL {
-                let extra = format!(",errno=\"{}\"", class.name());
-                sample(
-                    &mut out,
-                    "syscall_errors_total",
-                    &labels,
-                    &extra,
-                    s.errors.get(class),
-                );
+    for (name, help) in families {
+        family(&mut out, name, "counter", help);
+        for m in &summaries {
+            for s in &m.syscalls.syscalls {
+                let labels = labels(m, &s.name);
+                for (series, value) in figures.iter().filter_map(|f| {
+                    f.prometheus
+                        .filter(|p| p.family == name)
+                        .map(|p| (p, (f.value)(s)))
+                }) {
+                    let extra = series
+                        .label
+                        .map(|(k, v)| format!(",{k}=\"{}\"", escape(v)))
+                        .unwrap_or_default();
+                    let _ = writeln!(out, "{PREFIX}_{name}{{{labels}{extra}}} {value}");
+                }
             }
-        }
-    }
-    family(
-        &mut out,
-        "syscall_dropped_total",
-        "counter",
-        "Syscall exits without a recorded entry (in flight at attach).",
-    );
-    for m in &summaries {
-        for s in &m.syscalls.syscalls {
-            sample(
-                &mut out,
-                "syscall_dropped_total",
-                &labels(m, &s.name),
-                "",
-                s.dropped,
-            );
         }
     }
     if summaries
