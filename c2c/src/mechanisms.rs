@@ -19,10 +19,10 @@ use std::{
 };
 
 use anyhow::{Context, Result, anyhow, bail};
+use cpuset::affinity;
 use hdrhistogram::Histogram;
 
 use super::{Mechanism, SyscallTime, SyscallTimer, tsc};
-use cpuset::affinity;
 
 /// Bytes in one message.
 pub const MESSAGE_BYTES: usize = 64;

@@ -7,7 +7,6 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
-
 pub use cpuset::{allowed_cpus, format_cpu_list, parse_cpu_list};
 use serde::Serialize;
 

@@ -24,7 +24,6 @@ use profiler::{
         prometheus::Prometheus, write_exports,
     },
 };
-
 use synthetic::{Shape, run_data};
 
 #[path = "../tests/fixtures/synthetic.rs"]

@@ -6,7 +6,6 @@
 //! side's whole kernel cost (copy, wake the peer).
 
 use anyhow::Result;
-
 use c2c::{SyscallTime, SyscallTimer};
 
 use crate::{

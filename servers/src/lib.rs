@@ -13,8 +13,6 @@ pub mod protocol;
 pub mod sys;
 pub mod variant;
 
-pub use variant::Variant;
-
 use std::{
     fmt,
     io::Write,
@@ -22,6 +20,7 @@ use std::{
 };
 
 use anyhow::{Context, Result};
+pub use variant::Variant;
 
 use crate::{
     event_loop::{EventLoop, LoopConfig},

@@ -5,6 +5,8 @@
 //! (`probe.rs`) and the benchmark's limits (`bench.rs`) are here too but built into objects of
 //! their own (`src/bin/`), so loading the profiler does not load them.
 
+pub(crate) use core::intrinsics::{AtomicOrdering, atomic_xadd};
+
 pub(crate) use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
     helpers::{
@@ -16,10 +18,8 @@ pub(crate) use aya_ebpf::{
     programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
 };
 pub(crate) use aya_log_ebpf::{info, warn};
-pub(crate) use core::intrinsics::{AtomicOrdering, atomic_xadd};
-pub(crate) use profiler_common::Config;
 pub(crate) use profiler_common::{
-    ANNOUNCE_SLOT, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
+    ANNOUNCE_SLOT, Config, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
     FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
     MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
     OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, RECORD_HEADER, RECORD_WINDOW, RecordLayout, RowStats,

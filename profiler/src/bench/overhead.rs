@@ -25,13 +25,13 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::samples::median;
 use anyhow::{Context as _, Result, bail};
 use clap::Args;
 
 use crate::{
     bpf::{AttachPoint, Programs, Session, SessionConfig, Syscall, Target},
     report::table::Table,
+    samples::median,
 };
 
 /// `profiler bench overhead` options.

@@ -1,11 +1,10 @@
 //! What `profiler run` measured: scenarios × variants × runs, and the statistics over runs.
 
 use serde::Serialize;
-
-use crate::{loadgen::LoadReport, samples::MedianInterval, stats::Snapshot};
-
 /// A server variant under test: the servers crate's one description of them.
 pub use servers::Variant;
+
+use crate::{loadgen::LoadReport, samples::MedianInterval, stats::Snapshot};
 
 /// How a run was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
