@@ -38,17 +38,17 @@ fn parse_args() -> Result<Args, String> {
             "--rounds" => {
                 args.rounds = value("--rounds")?
                     .parse()
-                    .map_err(|e| format!("--rounds: {e}"))?
+                    .map_err(|e| format!("--rounds: {e}"))?;
             }
             "--round-trips" => {
                 args.round_trips = value("--round-trips")?
                     .parse()
-                    .map_err(|e| format!("--round-trips: {e}"))?
+                    .map_err(|e| format!("--round-trips: {e}"))?;
             }
             "--margin" => {
                 args.margin = value("--margin")?
                     .parse()
-                    .map_err(|e| format!("--margin: {e}"))?
+                    .map_err(|e| format!("--margin: {e}"))?;
             }
             // cargo bench passes --bench; libtest-style filters are ignored.
             _ => {}
@@ -83,9 +83,10 @@ fn measure_pair(
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "unknown".into())
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "unknown".into(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 fn main() -> ExitCode {

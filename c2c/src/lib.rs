@@ -3,9 +3,13 @@
 //! Two threads pinned to two CPUs exchange a 64-byte message and a small acknowledgement
 //! through each [`Mechanism`]; every round trip is timed with the TSC on the initiating CPU.
 //! For the syscall mechanisms an optional [`SyscallTimer`] (the profiler's kernel programs,
-//! `profiler::c2c_timer`) splits each
-//! round trip into syscall time and the rest. [`run`] returns a [`C2cReport`] whose `Display`
-//! is the table and which serialises to JSON.
+//! `profiler::c2c_timer`) splits each round trip into syscall time and the rest. [`run`]
+//! returns a [`C2cReport`] whose `Display` is the table and which serialises to JSON.
+#![expect(
+    clippy::inline_always,
+    reason = "the spin loops and TSC reads are inside the timed round trip: a call there would \
+              be measured too"
+)]
 
 mod mechanisms;
 mod report;
@@ -368,7 +372,9 @@ mod tests {
 
     #[test]
     fn every_mechanism_completes_with_ordered_stats() {
-        let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let opts = small(Mechanism::ALL.to_vec());
         let report = run(&opts, None).expect("run");
         assert_eq!(report.results.len(), Mechanism::ALL.len());
@@ -407,7 +413,9 @@ mod tests {
 
     #[test]
     fn timer_is_used_only_around_syscall_mechanisms() {
-        let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut timer = FakeTimer { began: 0, ended: 0 };
         let opts = small(vec![
             Mechanism::SpinAligned,
@@ -429,7 +437,9 @@ mod tests {
 
     #[test]
     fn time_limit_bounds_the_run_and_reports_the_count() {
-        let _guard = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+        let _guard = ONE_AT_A_TIME
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let opts = C2cOptions {
             cpus: None,
             round_trips: u64::MAX,

@@ -906,7 +906,8 @@ mod tests {
     #[test]
     fn layouts_put_lines_where_the_variants_say() {
         fn line<B, T>(base: &B, field: &T, size: usize) -> usize {
-            (field as *const T as usize - base as *const B as usize) / size
+            (std::ptr::from_ref::<T>(field) as usize - std::ptr::from_ref::<B>(base) as usize)
+                / size
         }
         assert_eq!(mem::size_of::<MessageLine>(), MESSAGE_BYTES);
         let shared = FalseSharingLines::default();

@@ -73,6 +73,10 @@ pub struct CpuPair {
 }
 
 impl fmt::Display for CpuPair {
+    #[expect(
+        clippy::many_single_char_names,
+        reason = "a and b are the pair's two CPUs, f the formatter"
+    )]
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (a, b) = (&self.initiator, &self.responder);
         write!(f, "CPU {} -> CPU {}: ", a.cpu, b.cpu)?;
@@ -230,8 +234,7 @@ impl Topology {
         let first = usable[0];
         let siblings = self
             .cpu(first)
-            .map(|info| info.core_siblings)
-            .unwrap_or_else(|_| vec![first]);
+            .map_or_else(|_| vec![first], |info| info.core_siblings);
         let second = usable
             .iter()
             .copied()

@@ -114,7 +114,8 @@ pub mod affinity {
         // SAFETY: cpu_set_t is plain data; all-zero is the empty set.
         let mut set: libc::cpu_set_t = unsafe { mem::zeroed() };
         // SAFETY: the pointer and size describe `set`, which outlives the call.
-        let rc = unsafe { libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set) };
+        let rc =
+            unsafe { libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &raw mut set) };
         if rc != 0 {
             bail!("sched_getaffinity: {}", io::Error::last_os_error());
         }

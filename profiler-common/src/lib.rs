@@ -2,6 +2,15 @@
 //! profiler share. Everything here is `#[repr(C)]`, plain old data and zero-initialisable, so a
 //! map value means the same on both sides of the boundary.
 #![cfg_attr(not(test), no_std)]
+#![expect(
+    clippy::inline_always,
+    reason = "the eBPF programs call these on every traced syscall: inlined, not a BPF-to-BPF call"
+)]
+#![expect(
+    clippy::pub_underscore_fields,
+    reason = "the explicit padding of #[repr(C)] structs shared with the kernel, public so that \
+              both sides build them with struct literals"
+)]
 
 /// How many syscalls one session can time at once (slots of the per-syscall maps).
 pub const MAX_SYSCALL_SLOTS: usize = 32;
@@ -491,7 +500,7 @@ pub const OFF_RUNNABLE: u32 = 2;
 /// task that stays in the run queue, and one bit of 0x01..=0x80 for a sleep state.
 #[must_use]
 pub const fn switched_out_runnable(prev_state: u64) -> bool {
-    prev_state & 0xff == 0
+    prev_state.trailing_zeros() >= 8
 }
 
 /// [`ThreadStart::process`] of a call timed under `--all` in a process nobody named.
@@ -674,7 +683,7 @@ mod tests {
     #[test]
     fn small_values_are_exact() {
         for v in 0..EXACT_BELOW {
-            assert_eq!(bucket_index(v) as u64, v);
+            assert_eq!(u64::from(bucket_index(v)), v);
             assert_eq!(bucket_lower_bound(v as u32), v);
             assert_eq!(bucket_upper_bound(v as u32), v);
         }

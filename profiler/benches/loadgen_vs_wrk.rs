@@ -150,7 +150,7 @@ fn cpu_time(who: libc::c_int) -> Duration {
     // SAFETY: getrusage only writes the struct we pass, which is valid when zeroed.
     let ru = unsafe {
         let mut ru: libc::rusage = std::mem::zeroed();
-        libc::getrusage(who, &mut ru);
+        libc::getrusage(who, &raw mut ru);
         ru
     };
     let tv = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
@@ -191,7 +191,7 @@ fn wrk_run(
     if text.contains("Non-2xx") || text.contains("Socket errors") {
         eprintln!("wrk reported errors:\n{text}");
     }
-    let cpu = cpu_time(libc::RUSAGE_CHILDREN) - cpu0;
+    let cpu = cpu_time(libc::RUSAGE_CHILDREN).saturating_sub(cpu0);
     let qps: f64 = text
         .lines()
         .find_map(|l| l.strip_prefix("Requests/sec:"))
@@ -211,7 +211,7 @@ fn ours_run(cpu: usize, conns: u64, secs: u64, addr: SocketAddr) -> anyhow::Resu
     spec.client_cpus = vec![cpu];
     let cpu0 = cpu_time(libc::RUSAGE_SELF);
     let report = loadgen::run(&spec)?;
-    let cpu = cpu_time(libc::RUSAGE_SELF) - cpu0;
+    let cpu = cpu_time(libc::RUSAGE_SELF).saturating_sub(cpu0);
     if report.errors.total() > 0 {
         eprintln!("loadgen errors: {}", report.errors);
     }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 /// The longest duration any option takes (larger ones overflow deadlines).
-const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+const MAX_DURATION: Duration = Duration::from_hours(8760);
 
 /// `--interval`: a duration no shorter than attach's 20 ms polling period (a shorter one was
 /// silently 20 ms).

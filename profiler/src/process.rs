@@ -101,7 +101,7 @@ impl StoppedChild {
         };
         let mut status = 0;
         // SAFETY: waiting for our own child.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
         if rc != pid || !libc::WIFSTOPPED(status) {
             bail!("the command's process did not start (wait status {status})");
         }
@@ -124,7 +124,7 @@ impl StoppedChild {
     pub fn try_wait(&self) -> Result<Option<i32>> {
         let mut status = 0;
         // SAFETY: waiting for our own child without blocking.
-        let rc = unsafe { libc::waitpid(self.pid as i32, &mut status, libc::WNOHANG) };
+        let rc = unsafe { libc::waitpid(self.pid as i32, &raw mut status, libc::WNOHANG) };
         if rc < 0 {
             bail!(
                 "waiting for pid {}: {}",
@@ -252,7 +252,7 @@ impl PidFd {
             revents: 0,
         };
         // SAFETY: one valid pollfd, no wait.
-        let ready = unsafe { libc::poll(&mut poll, 1, 0) };
+        let ready = unsafe { libc::poll(&raw mut poll, 1, 0) };
         ready > 0 && poll.revents & libc::POLLIN != 0
     }
 }
@@ -307,7 +307,7 @@ pub fn proc_info(pid: u32) -> Option<ProcInfo> {
 /// walking `/proc`, parents before children.
 #[must_use]
 pub fn descendants(root: u32) -> Vec<u32> {
-    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+    let mut children: std::collections::BTreeMap<u32, Vec<u32>> = std::collections::BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir("/proc") {
         for entry in entries.flatten() {
             let Some(pid) = entry

@@ -94,6 +94,11 @@ impl LatencyHistogram {
 
     /// The same distribution as an `hdrhistogram` (3 significant digits): each bucket's count is
     /// recorded at the bucket's midpoint.
+    ///
+    /// # Panics
+    ///
+    /// Never: 3 significant digits is a valid precision, and the histogram resizes itself to
+    /// any u64.
     #[must_use]
     pub fn to_hdr(&self) -> Histogram<u64> {
         let mut h = Histogram::<u64>::new(3).expect("3 significant digits is valid");

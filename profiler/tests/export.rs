@@ -529,7 +529,7 @@ fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
         .stderr(std::fs::File::create(dir.join("chromium.log")).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_mins(1);
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
             break status;

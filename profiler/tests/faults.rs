@@ -57,7 +57,7 @@ fn a_closed_stdout_stops_the_printing_but_not_the_tracing_or_the_exports() {
         .read_line(&mut first)
         .unwrap();
     assert!(first.starts_with("--- last"), "first line: {first:?}");
-    let status = wait_for(&mut attach, Duration::from_secs(60), "attach");
+    let status = wait_for(&mut attach, Duration::from_mins(1), "attach");
     let stderr = std::io::read_to_string(attach.stderr.take().unwrap()).unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(status.code(), Some(3), "the command's own status: {stderr}");
@@ -96,7 +96,7 @@ fn the_reports_of_run_and_bench_survive_a_reader_that_left() {
             .spawn()
             .unwrap();
         drop(child.stdout.take());
-        let status = wait_for(&mut child, Duration::from_secs(120), args[0]);
+        let status = wait_for(&mut child, Duration::from_mins(2), args[0]);
         let stderr = std::io::read_to_string(child.stderr.take().unwrap()).unwrap();
         assert!(
             status.success() && !stderr.contains("panicked"),
@@ -174,7 +174,7 @@ fn children_that_outlive_the_command_are_traced_to_their_end() {
             "-c",
             "(sleep 1; for i in $(seq 50); do cat /dev/null; done) & exit 4",
         ],
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     assert_eq!(code, Some(4), "the command's own status: {stderr}");
     assert!(
@@ -216,7 +216,7 @@ fn the_running_descendants_of_a_pid_are_traced_unless_no_children() {
             args.push("--no-children");
         }
         let (code, stderr, json) =
-            attach_json_then("descendants", &args, Duration::from_secs(120), || {
+            attach_json_then("descendants", &args, Duration::from_mins(2), || {
                 std::fs::write(&flag, "").unwrap();
             });
         // SAFETY: signalling the process group we made.
@@ -335,7 +335,7 @@ fn in_flight_drops_are_at_most_one_per_thread_and_none_for_a_started_command() {
             "--pid",
             &pid,
         ],
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     let _ = busy.kill();
     let _ = busy.wait();
@@ -362,7 +362,7 @@ fn in_flight_drops_are_at_most_one_per_thread_and_none_for_a_started_command() {
             "-c",
             BUSY_THREADS,
         ],
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     // Under TCG most of the 3 s go to python's start-up, which closes files too.
     assert!(calls_of(&json, "close") > 100, "{stderr}");
@@ -377,7 +377,7 @@ fn traced_for_is_the_traced_interval_without_load_or_detach() {
     let (code, stderr, json) = attach_json(
         "duration",
         &["--duration", "1s", "--all"],
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     assert_eq!(code, Some(0), "{stderr}");
     let traced = json["metadata"]["duration_s"].as_f64().unwrap();
@@ -418,7 +418,7 @@ fn a_kernel_thread_is_refused_and_a_thread_id_is_taken_for_its_process() {
     let (code, stderr, json) = attach_json(
         "tid",
         &["--syscalls", "close", "--duration", "1s", "--pid", &tid],
-        Duration::from_secs(60),
+        Duration::from_mins(1),
     );
     let _ = busy.kill();
     let _ = busy.wait();
@@ -440,7 +440,7 @@ fn gone(pid: u32) -> bool {
 
 /// Waits until a descendant of `parent` named `comm` runs; its pid.
 fn wait_for_descendant(parent: &mut std::process::Child, comm: &str) -> u32 {
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_mins(2);
     loop {
         assert!(
             parent.try_wait().unwrap().is_none(),
@@ -526,7 +526,7 @@ fn c2c_interrupted_prints_what_it_measured() {
         .spawn()
         .unwrap();
     // Once the handler is in place, give the first mechanism its 1 s.
-    common::wait_until_catching(c2c.id(), libc::SIGINT, Duration::from_secs(60));
+    common::wait_until_catching(c2c.id(), libc::SIGINT, Duration::from_mins(1));
     std::thread::sleep(Duration::from_millis(1500));
     // SAFETY: signalling our own child.
     unsafe { libc::kill(c2c.id() as i32, libc::SIGINT) };

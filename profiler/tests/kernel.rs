@@ -40,16 +40,16 @@ impl Child {
         }
         let mut status = 0;
         // SAFETY: our own child.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
         assert!(rc == pid && libc::WIFSTOPPED(status), "child did not stop");
         Self { pid }
     }
 
-    fn pid(&self) -> u32 {
+    fn pid(self) -> u32 {
         self.pid as u32
     }
 
-    fn resume(&self) {
+    fn resume(self) {
         // SAFETY: our own child.
         assert_eq!(unsafe { libc::kill(self.pid, libc::SIGCONT) }, 0);
     }
@@ -58,7 +58,7 @@ impl Child {
     fn wait_stopped(&self) {
         let mut status = 0;
         // SAFETY: our own child.
-        let rc = unsafe { libc::waitpid(self.pid, &mut status, libc::WUNTRACED) };
+        let rc = unsafe { libc::waitpid(self.pid, &raw mut status, libc::WUNTRACED) };
         assert!(
             rc == self.pid && libc::WIFSTOPPED(status),
             "child did not stop again"
@@ -69,7 +69,7 @@ impl Child {
     fn join(self) {
         let mut status = 0;
         // SAFETY: our own child.
-        unsafe { libc::waitpid(self.pid, &mut status, 0) };
+        unsafe { libc::waitpid(self.pid, &raw mut status, 0) };
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
             "child failed: {status}"
@@ -151,7 +151,7 @@ fn a_process_is_tracked_until_its_last_thread_exits_on_both_exit_paths() {
                 tv_sec: 0,
                 tv_nsec: 50_000_000,
             };
-            libc::nanosleep(&pause, std::ptr::null_mut());
+            libc::nanosleep(&raw const pause, std::ptr::null_mut());
             close_dups(N);
             libc::syscall(libc::SYS_exit_group, 0);
         }
@@ -207,7 +207,7 @@ fn two_threads_on_one_cpu_count_every_close_exactly() {
         unsafe {
             let mut cpus: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(0, &mut cpus);
-            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &cpus);
+            libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &raw const cpus);
             spawn_thread(second_thread, std::ptr::null_mut());
             for _ in 0..PER_THREAD {
                 libc::close(-1);
@@ -483,7 +483,7 @@ fn a_read_interrupted_by_a_signal_counts_as_a_restart_code() {
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_alarm as *const () as usize;
-            libc::sigaction(libc::SIGALRM, &action, std::ptr::null_mut());
+            libc::sigaction(libc::SIGALRM, &raw const action, std::ptr::null_mut());
             let mut fds = [0; 2];
             libc::pipe(fds.as_mut_ptr());
             let timer = libc::itimerval {
@@ -496,7 +496,7 @@ fn a_read_interrupted_by_a_signal_counts_as_a_restart_code() {
                     tv_usec: 20_000,
                 },
             };
-            libc::setitimer(libc::ITIMER_REAL, &timer, std::ptr::null_mut());
+            libc::setitimer(libc::ITIMER_REAL, &raw const timer, std::ptr::null_mut());
             let mut byte = 0u8;
             let n = libc::read(fds[0], (&raw mut byte).cast(), 1);
             assert!(n < 0 && *libc::__errno_location() == libc::EINTR);
@@ -765,7 +765,7 @@ fn off_cpu_getrandom_is_on_cpu() {
         let param = libc::sched_param { sched_priority: 1 };
         // SAFETY: a plain syscall on ourselves (root may; the 150 ms loop stays far below the
         // kernel's RT throttling).
-        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &raw const param) } != 0 {
             // SAFETY: leaving the child.
             unsafe { libc::_exit(4) };
         }
@@ -802,7 +802,7 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
         }
         loop {
             std::hint::spin_loop();
@@ -814,7 +814,7 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
         unsafe {
             let mut set: libc::cpu_set_t = std::mem::zeroed();
             libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
             for _ in 0..100 {
                 libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0);
             }
@@ -1006,7 +1006,7 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
     let trace = profiler::trace::Trace::start(&request)
         .unwrap_or_else(|e| panic!("starting the trace with --slow failed: {e:#}"));
     let child = trace.child.as_ref().expect("a started command");
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + Duration::from_mins(1);
     let mut status = None;
     while status.is_none() || trace.session.any_tracked_alive().unwrap() {
         assert!(std::time::Instant::now() < deadline, "the helper hung");
@@ -1145,7 +1145,7 @@ fn lingering_close() {
         libc::bind(listener, (&raw const addr).cast(), len);
         libc::listen(listener, 1);
         let mut bound_len = len;
-        libc::getsockname(listener, (&raw mut addr).cast(), &mut bound_len);
+        libc::getsockname(listener, (&raw mut addr).cast(), &raw mut bound_len);
         let reader = libc::fork();
         if reader == 0 {
             let receiver = libc::accept(listener, std::ptr::null_mut(), std::ptr::null_mut());
@@ -1153,7 +1153,11 @@ fn lingering_close() {
                 tv_sec: 0,
                 tv_nsec: 30_000_000,
             };
-            libc::nanosleep(&pause, std::ptr::null_mut());
+            libc::nanosleep(&raw const pause, std::ptr::null_mut());
+            #[expect(
+                clippy::large_stack_arrays,
+                reason = "a forked child of a threaded process must not allocate"
+            )]
             let mut sink = [0u8; 65536];
             while libc::read(receiver, sink.as_mut_ptr().cast(), sink.len()) > 0 {}
             libc::_exit(0);
@@ -1181,6 +1185,6 @@ fn lingering_close() {
         );
         libc::close(sender);
         let mut status = 0;
-        libc::waitpid(reader, &mut status, 0);
+        libc::waitpid(reader, &raw mut status, 0);
     }
 }

@@ -37,7 +37,9 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         rate: None,
         warmup: Some(Stop::Requests(50)),
         server_cpus: vec![0],
-        client_cpus: vec![1.min(std::thread::available_parallelism().map_or(1, |n| n.get()) - 1)],
+        client_cpus: vec![
+            1.min(std::thread::available_parallelism().map_or(1, std::num::NonZero::get) - 1),
+        ],
         workers: Some(2),
         idle_conns: 0,
         lt_epollout: false,
@@ -452,7 +454,7 @@ fn ctrl_c_ends_the_run_in_progress_and_keeps_the_completed_runs() {
             .unwrap();
         // The second run has begun when a second server process has been started.
         let mut servers = std::collections::BTreeSet::new();
-        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        let deadline = std::time::Instant::now() + Duration::from_mins(1);
         while servers.len() < 2 {
             assert!(std::time::Instant::now() < deadline, "no second run began");
             assert!(run.try_wait().unwrap().is_none(), "run ended early");

@@ -65,7 +65,7 @@ impl Closer {
         }
         let mut status = 0;
         // SAFETY: our own child.
-        let rc = unsafe { libc::waitpid(pid, &mut status, libc::WUNTRACED) };
+        let rc = unsafe { libc::waitpid(pid, &raw mut status, libc::WUNTRACED) };
         assert!(rc == pid && libc::WIFSTOPPED(status), "child did not stop");
         Self { pid }
     }
@@ -75,7 +75,7 @@ impl Closer {
         // SAFETY: our own child.
         unsafe {
             libc::kill(self.pid, libc::SIGCONT);
-            libc::waitpid(self.pid, &mut status, 0);
+            libc::waitpid(self.pid, &raw mut status, 0);
         }
         assert!(
             libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
@@ -180,7 +180,7 @@ fn start_serve(pid: i32) -> (Killed, u16) {
         }
     });
     let line = rx
-        .recv_timeout(Duration::from_secs(60))
+        .recv_timeout(Duration::from_mins(1))
         .expect("profiler serve printed nothing within 60 s");
     let port = line
         .split("http://127.0.0.1:")

@@ -195,11 +195,10 @@ fn arg_value(args: &[String], name: &str, default: u32) -> u32 {
     args.iter()
         .position(|a| a == name)
         .and_then(|i| args.get(i + 1))
-        .map(|v| {
+        .map_or(default, |v| {
             v.parse()
                 .unwrap_or_else(|_| panic!("{name} expects a number, got {v}"))
         })
-        .unwrap_or(default)
 }
 
 fn main() {
@@ -237,7 +236,7 @@ fn main() {
         if n % 2 == 1 {
             v[n / 2]
         } else {
-            (v[n / 2 - 1] + v[n / 2]) / 2.0
+            f64::midpoint(v[n / 2 - 1], v[n / 2])
         }
     };
     let headers: Vec<String> = (1..=rounds).map(|r| format!("round {r} req/s")).collect();

@@ -161,15 +161,14 @@ pub fn parse_cpu_list(list: &str) -> Result<Vec<usize>, UsageError> {
     let max = libc::CPU_SETSIZE as usize;
     let mut cpus = Vec::new();
     for item in list.split(',') {
-        let (first, last) = match item.trim().split_once('-') {
-            Some((a, b)) => (
+        let (first, last) = if let Some((a, b)) = item.trim().split_once('-') {
+            (
                 a.trim().parse::<usize>().map_err(|_| bad())?,
                 b.trim().parse::<usize>().map_err(|_| bad())?,
-            ),
-            None => {
-                let cpu = item.trim().parse::<usize>().map_err(|_| bad())?;
-                (cpu, cpu)
-            }
+            )
+        } else {
+            let cpu = item.trim().parse::<usize>().map_err(|_| bad())?;
+            (cpu, cpu)
         };
         if first > last || last >= max {
             return Err(bad());

@@ -175,7 +175,7 @@ fn supervise(mut live: Vec<Worker>, signals: &SignalFd) -> Result<i32> {
             }
         }
     }
-    Ok(if failed { 1 } else { 0 })
+    Ok(i32::from(failed))
 }
 
 /// Forwards SIGTERM to every live worker; returns when they must be gone.

@@ -276,7 +276,7 @@ impl Suite {
 }
 
 /// How long one step may take under TCG before the suite reports it hung.
-const STEP_TIMEOUT: Duration = Duration::from_secs(8 * 60);
+const STEP_TIMEOUT: Duration = Duration::from_mins(8);
 
 fn run_ok(command: &mut Command) -> Result<()> {
     output_of(command, false).map(drop)
@@ -296,9 +296,12 @@ fn output_of(command: &mut Command, capture: bool) -> Result<String> {
     } else {
         Stdio::inherit()
     });
+    let program = std::path::Path::new(command.get_program())
+        .display()
+        .to_string();
     let mut child = command
         .spawn()
-        .with_context(|| format!("starting {:?}", command.get_program()))?;
+        .with_context(|| format!("starting {program}"))?;
     let reader = child.stdout.take().map(|mut out| {
         std::thread::spawn(move || {
             let mut text = String::new();
@@ -308,8 +311,7 @@ fn output_of(command: &mut Command, capture: bool) -> Result<String> {
     });
     let Some(status) = crate::wait_or_kill(&mut child, STEP_TIMEOUT, dump_processes)? else {
         bail!(
-            "{:?} hung: no exit within {} min (process states above)",
-            command.get_program(),
+            "{program} hung: no exit within {} min (process states above)",
             STEP_TIMEOUT.as_secs() / 60
         );
     };
@@ -317,7 +319,7 @@ fn output_of(command: &mut Command, capture: bool) -> Result<String> {
         .map(|r| r.join().unwrap_or_default())
         .unwrap_or_default();
     if !status.success() {
-        bail!("{:?} failed ({status}):\n{text}", command.get_program());
+        bail!("{program} failed ({status}):\n{text}");
     }
     Ok(text)
 }

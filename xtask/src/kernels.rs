@@ -63,7 +63,7 @@ pub const MATRIX: &[KernelSpec] = &[
 /// took 400 s (6.1, 6.12) and 800 s (6.1-rt, about twice as slow) with all ten fault tests; with
 /// the kernel-dependent five it is about two thirds of that. Three hung guests plus the host
 /// suite (8 min) still fit CI's 45 minutes.
-const GUEST_TIMEOUT: Duration = Duration::from_secs(12 * 60);
+const GUEST_TIMEOUT: Duration = Duration::from_mins(12);
 
 /// The matrix run's outcome for one kernel.
 struct Outcome {

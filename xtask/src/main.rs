@@ -137,7 +137,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             private_tracefs()?;
             setup()?;
             install_test_packages()?;
-            cargo(&["fmt", "--all", "--check"])?;
+            fmt_check()?;
             cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
             let mut test = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
             test.extend(args);
@@ -279,6 +279,22 @@ fn cargo(args: &[&str]) -> Result<()> {
     Ok(())
 }
 
+/// `cargo fmt --check` with the nightly's rustfmt: rustfmt.toml groups imports (std, external,
+/// crate), which stable rustfmt does not do. `cargo +nightly fmt --all` formats the same way.
+fn fmt_check() -> Result<()> {
+    let status = Command::new("rustup")
+        .args(["run", NIGHTLY, "cargo", "fmt", "--all", "--check"])
+        .current_dir(root())
+        .status()
+        .context("running cargo fmt (nightly)")?;
+    if !status.success() {
+        bail!(
+            "`cargo +{NIGHTLY} fmt --all --check` failed ({status}): run `cargo +{NIGHTLY} fmt --all`"
+        );
+    }
+    Ok(())
+}
+
 /// Runs `cargo ARGS` in the workspace root and returns its standard output.
 fn cargo_output(args: &[&str]) -> Result<String> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
@@ -317,6 +333,18 @@ fn setup() -> Result<()> {
             .trim(),
     );
     let added_src = ensure_rust_src(&sysroot)?;
+    if output("rustup", &["run", NIGHTLY, "rustfmt", "--version"]).is_none() {
+        eprintln!("setup: adding rustfmt to the {NIGHTLY} toolchain (rustfmt.toml groups imports)");
+        let added = Command::new("rustup")
+            .args(["component", "add", "rustfmt", "--toolchain", NIGHTLY])
+            .status()
+            .is_ok_and(|s| s.success());
+        if !added {
+            bail!(
+                "could not add rustfmt to the {NIGHTLY} toolchain: run `rustup component add rustfmt --toolchain {NIGHTLY}`"
+            );
+        }
+    }
     let built_linker = ensure_bpf_linker(&version, &sysroot)?;
     if !added_src && !built_linker {
         eprintln!(
@@ -496,7 +524,7 @@ fn apt_install_from(release: Option<&str>, packages: &[&str]) -> Result<()> {
     let from: Vec<&str> = release.map(|r| vec!["-t", r]).unwrap_or_default();
     eprintln!(
         "setup: apt-get install {}{}",
-        from.iter().map(|a| format!("{a} ")).collect::<String>(),
+        from.iter().fold(String::new(), |all, a| all + a + " "),
         packages.join(" ")
     );
     let update = Command::new("apt-get")

@@ -498,7 +498,7 @@ fn pin_to_last_cpu() {
         let cpus = libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize;
         let mut set: libc::cpu_set_t = std::mem::zeroed();
         libc::CPU_SET(cpus - 1, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &raw const set);
     }
 }
 

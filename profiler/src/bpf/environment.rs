@@ -113,6 +113,10 @@ pub fn tracefs_mounted() -> bool {
 /// Must run while the process has one thread: a namespace is per thread, and threads started
 /// before would keep the old one. Returns whether it mounted; failures are left for
 /// [`prepare`] to report.
+///
+/// # Panics
+///
+/// Never: the strings it builds are constants without NUL bytes.
 pub fn mount_tracefs_privately() -> std::io::Result<bool> {
     if tracefs_mounted() {
         return Ok(false);
@@ -173,7 +177,7 @@ pub fn raise_memlock_limit() {
         rlim_max: libc::RLIM_INFINITY,
     };
     // SAFETY: a valid rlimit struct.
-    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &unlimited) } != 0 {
+    if unsafe { libc::setrlimit(libc::RLIMIT_MEMLOCK, &raw const unlimited) } != 0 {
         log::debug!(
             "could not lift RLIMIT_MEMLOCK: {}",
             std::io::Error::last_os_error()

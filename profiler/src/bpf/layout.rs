@@ -147,22 +147,21 @@ impl GroupExit {
 
         let fields = record_fields("sched", "sched_process_exit")?;
         let group_dead = offset_of(&fields, "sched:sched_process_exit", "group_dead", 1)?;
-        match (self, group_dead) {
-            (Self::Auto, Some(offset)) => layout.process_exit_group_dead = offset,
-            _ => {
-                layout.process_exit_group_dead = FIELD_ABSENT;
-                let btf = fs::read(VMLINUX_BTF).map_err(|e| SetupError::NoBtf(e.to_string()))?;
-                let btf = Btf::parse(&btf).map_err(|e| SetupError::NoBtf(e.to_owned()))?;
-                let member = |structure: &str, member: &str| {
-                    btf.member_offset(structure, member)
-                        .ok_or_else(|| SetupError::RecordLayout {
-                            tracepoint: "BTF".to_owned(),
-                            problem: format!("struct {structure} has no member {member}"),
-                        })
-                };
-                layout.task_signal = member("task_struct", "signal")?;
-                layout.signal_live = member("signal_struct", "live")?;
-            }
+        if let (Self::Auto, Some(offset)) = (self, group_dead) {
+            layout.process_exit_group_dead = offset;
+        } else {
+            layout.process_exit_group_dead = FIELD_ABSENT;
+            let btf = fs::read(VMLINUX_BTF).map_err(|e| SetupError::NoBtf(e.to_string()))?;
+            let btf = Btf::parse(&btf).map_err(|e| SetupError::NoBtf(e.to_owned()))?;
+            let member = |structure: &str, member: &str| {
+                btf.member_offset(structure, member)
+                    .ok_or_else(|| SetupError::RecordLayout {
+                        tracepoint: "BTF".to_owned(),
+                        problem: format!("struct {structure} has no member {member}"),
+                    })
+            };
+            layout.task_signal = member("task_struct", "signal")?;
+            layout.signal_live = member("signal_struct", "live")?;
         }
         Ok(layout)
     }

@@ -629,7 +629,7 @@ impl Session {
         let map: aya::maps::PerCpuHashMap<&MapData, u64, RowStats> = self.map("CGROUP_STATS")?;
         let paths = crate::cgroup::paths_by_id();
         let mut rows = Vec::new();
-        for entry in map.iter() {
+        for entry in &map {
             let (id, per_cpu) = entry.map_err(|e| SetupError::bpf("reading CGROUP_STATS", e))?;
             rows.push(RowSummary {
                 pid: 0,

@@ -17,7 +17,11 @@ pub const DEFAULT_SYSCALLS: &[&str] = &[
     "read",
 ];
 
-/// `first` then `then`, as one array of `N` names (a compile error unless N is their total).
+/// `first` then `then`, as one array of `N` names.
+///
+/// # Panics
+///
+/// Unless `N` is their total length: in a `const`, that is a compile error.
 #[must_use]
 pub const fn concat<const N: usize>(
     first: &[&'static str],

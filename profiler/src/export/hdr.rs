@@ -71,17 +71,16 @@ pub fn series(data: &ExportData) -> Result<Vec<HdrSeries>> {
                     )
                 })
                 .collect();
-            let total = match aggregate.and_then(|a| a.syscalls.syscall(name)) {
-                Some(s) => s.latency.to_hdr(),
-                None => {
-                    let mut merged = empty();
-                    for (_, _, h) in &intervals {
-                        merged
-                            .add(h)
-                            .map_err(|e| anyhow!("merging runs of {name}: {e:?}"))?;
-                    }
+            let total = if let Some(s) = aggregate.and_then(|a| a.syscalls.syscall(name)) {
+                s.latency.to_hdr()
+            } else {
+                let mut merged = empty();
+                for (_, _, h) in &intervals {
                     merged
+                        .add(h)
+                        .map_err(|e| anyhow!("merging runs of {name}: {e:?}"))?;
                 }
+                merged
             };
             if total.is_empty() {
                 continue;

@@ -106,7 +106,7 @@ pub(crate) fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
         let (plan, thread_barrier, thread_abort) = (plan.clone(), barrier.clone(), abort.clone());
         let handle = std::thread::Builder::new()
             .name(format!("loadgen-{r}"))
-            .spawn(move || runtime_thread(cpu, &clients, plan, &thread_barrier, &thread_abort));
+            .spawn(move || runtime_thread(cpu, &clients, &plan, &thread_barrier, &thread_abort));
         match handle {
             Ok(h) => handles.push(h),
             Err(e) => {
@@ -176,7 +176,7 @@ fn join_all<T>(handles: Vec<std::thread::JoinHandle<T>>) {
 fn runtime_thread(
     cpu: Option<usize>,
     clients: &[usize],
-    plan: Arc<Plan>,
+    plan: &Arc<Plan>,
     barrier: &Barrier,
     abort: &AtomicBool,
 ) -> anyhow::Result<Option<ThreadResult>> {
@@ -223,7 +223,10 @@ fn runtime_thread(
             .collect();
         // Cancellation aborts the clients wherever they wait (a paced sleep, a request).
         if let Some(cancel) = plan.cancel.clone() {
-            let clients: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+            let clients: Vec<_> = tasks
+                .iter()
+                .map(tokio::task::JoinHandle::abort_handle)
+                .collect();
             tokio::task::spawn_local(async move {
                 let mut tick = tokio::time::interval(super::CANCEL_CHECK);
                 loop {
@@ -382,7 +385,7 @@ impl Pacer {
             },
         };
         // SAFETY: our own timerfd and a valid itimerspec; no old value asked for.
-        if unsafe { libc::timerfd_settime(fd, 0, &spec, std::ptr::null_mut()) } != 0 {
+        if unsafe { libc::timerfd_settime(fd, 0, &raw const spec, std::ptr::null_mut()) } != 0 {
             tokio::time::sleep_until(at.into()).await;
             return;
         }
@@ -404,7 +407,7 @@ impl Pacer {
 
 /// `t + d`, or about 30 years after `t` if that overflows (a "never" that timers accept).
 fn later(t: Instant, d: Duration) -> Instant {
-    const NEVER: Duration = Duration::from_secs(30 * 365 * 86_400);
+    const NEVER: Duration = Duration::from_hours(262_800);
     t.checked_add(d.min(NEVER)).unwrap_or(t)
 }
 

@@ -95,7 +95,11 @@ mod tests {
             connect: Some(Duration::from_micros(10)),
         };
         let mut a = RuntimeStats::new(true, true);
-        a.record(t0, Some(t0 - Duration::from_micros(100)), &done);
+        a.record(
+            t0,
+            Some(t0.checked_sub(Duration::from_micros(100)).unwrap()),
+            &done,
+        );
         let mut b = RuntimeStats::new(true, true);
         b.record(t0, Some(t0), &done);
         b.errors.timeout = 2;

@@ -374,7 +374,10 @@ fn open_loop_paces_requests_at_the_rate() {
     let ms = report.elapsed.as_millis();
     assert!((190..1000).contains(&ms), "elapsed {ms} ms");
     assert_eq!(
-        report.corrected_latency.as_ref().map(|h| h.len()),
+        report
+            .corrected_latency
+            .as_ref()
+            .map(hdrhistogram::Histogram::len),
         Some(100)
     );
 }

@@ -18,7 +18,7 @@ pub fn log2_histogram(title: &str, hist: &LatencyHistogram, as_duration: bool) -
         let (low, high) = if b.low == 0 {
             (0, 0)
         } else {
-            let exp = 63 - b.low.leading_zeros();
+            let exp = b.low.ilog2();
             (1u64 << exp, (1u64 << exp << 1) - 1)
         };
         match rows.last_mut() {

@@ -66,10 +66,8 @@ pub fn main(args: &options::RunArgs) -> Result<i32> {
         .any(|v| v.failure.is_some());
     Ok(if experiment.stopped_early.is_some() {
         130
-    } else if failed {
-        1
     } else {
-        0
+        i32::from(failed)
     })
 }
 
@@ -190,7 +188,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     kernel_mean_ns: kernel
                         .syscall(&row.syscall)
                         .filter(|x| x.calls > 0)
-                        .map(|x| x.mean_ns()),
+                        .map(super::stats::SyscallSummary::mean_ns),
                     strace_ns_per_call: row.ns_per_call(),
                     strace_calls: row.calls,
                     syscall: row.syscall,
@@ -588,7 +586,7 @@ fn measure_run(
     load_spec.concurrency = spec.concurrency;
     load_spec.payload = options.payload;
     load_spec.rate = options.rate;
-    load_spec.client_cpus = options.client_cpus.clone();
+    load_spec.client_cpus.clone_from(&options.client_cpus);
     load_spec.timeout = options.timeout;
     load_spec.cancel = Some(Arc::clone(cancel));
     let mut warmup_requests = 0;

@@ -343,9 +343,9 @@ pub fn raise_nofile_limit(wanted: u64) {
     };
     // SAFETY: valid rlimit pointers.
     unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < wanted {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) == 0 && limit.rlim_cur < wanted {
             limit.rlim_cur = wanted.min(limit.rlim_max);
-            libc::setrlimit(libc::RLIMIT_NOFILE, &limit);
+            libc::setrlimit(libc::RLIMIT_NOFILE, &raw const limit);
         }
     }
 }

@@ -61,7 +61,7 @@ mod tests {
                 syscall: "openat".into(),
                 calls: 34,
                 errors: 13,
-                seconds: 0.000704
+                seconds: 0.000_704
             }
         );
         assert_eq!((rows[1].calls, rows[1].errors), (23, 0));

@@ -339,6 +339,10 @@ struct Groups {
     /// (pid, name, user stack id) → frames: the same addresses mean other code in another
     /// process, or after an exec.
     user: HashMap<(u32, String, i32), Vec<Frame>>,
+    #[expect(
+        clippy::struct_field_names,
+        reason = "the collector's groups of slow calls; `slow_groups` would only repeat the type"
+    )]
     groups: HashMap<GroupKey, SlowGroup>,
     recorded: u64,
 }
@@ -355,28 +359,26 @@ impl Groups {
             kernel,
             user,
         } = arrived;
-        let kernel = match self.kernel.get(&call.kernel_stack) {
-            Some(f) => f.clone(),
-            None => {
-                let frames = kernel.map(|a| self.symbols.kernel(&a)).unwrap_or_default();
-                if call.kernel_stack >= 0 {
-                    self.kernel.insert(call.kernel_stack, frames.clone());
-                }
-                frames
+        let kernel = if let Some(f) = self.kernel.get(&call.kernel_stack) {
+            f.clone()
+        } else {
+            let frames = kernel.map(|a| self.symbols.kernel(&a)).unwrap_or_default();
+            if call.kernel_stack >= 0 {
+                self.kernel.insert(call.kernel_stack, frames.clone());
             }
+            frames
         };
         let user_key = (call.pid, comm.clone(), call.user_stack);
-        let user = match self.user.get(&user_key) {
-            Some(f) => f.clone(),
-            None => {
-                let frames = user
-                    .map(|a| self.symbols.user(maps.as_deref(), &a))
-                    .unwrap_or_default();
-                if call.user_stack >= 0 {
-                    self.user.insert(user_key, frames.clone());
-                }
-                frames
+        let user = if let Some(f) = self.user.get(&user_key) {
+            f.clone()
+        } else {
+            let frames = user
+                .map(|a| self.symbols.user(maps.as_deref(), &a))
+                .unwrap_or_default();
+            if call.user_stack >= 0 {
+                self.user.insert(user_key, frames.clone());
             }
+            frames
         };
         let on_cpu = call
             .duration_ns
@@ -485,7 +487,7 @@ pub fn monotonic_ns() -> u64 {
         tv_nsec: 0,
     };
     // SAFETY: a valid timespec to write into.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &raw mut ts) };
     (ts.tv_sec as u64) * 1_000_000_000 + ts.tv_nsec as u64
 }
 
@@ -559,8 +561,7 @@ impl Collector {
         let lost = maps
             .lost
             .get(&0, 0)
-            .map(|per_cpu| per_cpu.iter().sum())
-            .unwrap_or(0);
+            .map_or(0, |per_cpu| per_cpu.iter().sum());
         let mut list: Vec<SlowGroup> = groups.into_values().collect();
         sort_slowest_first(&mut list);
         SlowReport {
@@ -619,7 +620,7 @@ fn wait_readable(ring: &RingBuf<MapData>, limit: Duration) {
     };
     let ms = i32::try_from(limit.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: one valid pollfd for the duration of the call.
-    unsafe { libc::poll(&mut fd, 1, ms) };
+    unsafe { libc::poll(&raw mut fd, 1, ms) };
 }
 
 #[cfg(test)]
