@@ -6,6 +6,13 @@
 pub const USER32_CS: u64 = 0x23;
 /// Offset of `cs` in x86_64's `struct pt_regs` (user ABI, the same on every kernel).
 pub const PT_REGS_CS: usize = 17 * 8;
+/// Offsets of `bp`, `ip` and `sp` in x86_64's `struct pt_regs`: the user registers a slow
+/// call's stack is unwound from.
+pub const PT_REGS_BP: usize = 4 * 8;
+/// See [`PT_REGS_BP`].
+pub const PT_REGS_IP: usize = 16 * 8;
+/// See [`PT_REGS_BP`].
+pub const PT_REGS_SP: usize = 19 * 8;
 /// Offset of `orig_ax` (the syscall number) in x86_64's `struct pt_regs`.
 pub const PT_REGS_ORIG_AX: usize = 15 * 8;
 

@@ -33,6 +33,44 @@ pub struct SlowCall {
     pub comm: [u8; 16],
 }
 
+/// Bytes of user stack sent with a slow call, from the thread's stack pointer up: what user
+/// space unwinds with the binaries' DWARF call frame information (`.eh_frame`), as
+/// `perf --call-graph dwarf` does (8 KiB by default there). Frames whose return addresses lie
+/// deeper are cut; the report says so.
+pub const USER_STACK_BYTES: usize = 16384;
+
+/// The stack is copied in pieces of this size, so that a copy stops at the end of the stack's
+/// mapping with what it read so far instead of failing whole.
+pub const USER_STACK_CHUNK: usize = 1024;
+
+/// `--slow`: a slow call's ring buffer record: the call, the user registers the unwinder
+/// starts from, and a copy of the top of the user stack. (An announcement is a bare
+/// [`SlowCall`].)
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SlowCallStack {
+    /// The call.
+    pub call: SlowCall,
+    /// The user instruction pointer at the syscall (in the libc wrapper, say).
+    pub ip: u64,
+    /// The user stack pointer at the syscall: `stack[0]` is the byte at this address.
+    pub sp: u64,
+    /// The user frame pointer register (rbp) at the syscall, whatever it holds.
+    pub bp: u64,
+    /// Bytes of `stack` copied: a multiple of [`USER_STACK_CHUNK`]; 0 for a 32-bit caller
+    /// (its stack is not unwound with x86_64 rules) or when nothing could be read.
+    pub stack_len: u64,
+    /// The user stack from `sp` up.
+    pub stack: [u8; USER_STACK_BYTES],
+}
+
+// Its size: the call, four u64 and the stack, no padding.
+const _: () = assert!(core::mem::size_of::<SlowCallStack>() == 80 + 32 + USER_STACK_BYTES);
+
+// SAFETY: a SlowCall (see there), u64 fields and bytes: no implicit padding, any bit pattern
+// valid.
+pod!(SlowCallStack);
+
 /// [`SlowCall::slot`] of a record that is no call but an announcement: this process (new, or
 /// under a new name since an exec) has a traced call off the CPU now, so user space should read
 /// its mappings while it still runs, before a slow call's record and the process's exit race.
@@ -43,8 +81,8 @@ pub const ANNOUNCE_SLOT: u32 = u32::MAX;
 pub const STACK_NOT_TAKEN: i32 = i32::MIN;
 
 /// The byte size of the `SLOW_CALLS` ring buffer with `--slow` (a power of two of pages):
-/// about 11900 records between two reads of user space.
-pub const SLOW_RING_BYTES: u32 = 1 << 20;
+/// about 500 slow calls with their stacks between two reads of user space.
+pub const SLOW_RING_BYTES: u32 = 1 << 23;
 
 /// Entries of the `STACKS` stack trace map with `--slow` (each 127 frames, 1 KiB).
 pub const SLOW_STACK_ENTRIES: u32 = 8192;

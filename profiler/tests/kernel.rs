@@ -968,14 +968,15 @@ fn by_cgroup_counts_every_cgroup_apart_under_all() {
     );
 }
 
-/// The C helper of the `--slow` tests (`tests/helpers/slow_path.c`), compiled with frame
-/// pointers into a scratch directory.
-fn slow_path_helper() -> std::path::PathBuf {
-    let dir = common::scratch("kernel", "slow-helper");
+/// The C helper of the `--slow` tests (`tests/helpers/slow_path.c`), compiled with `flags` into
+/// a scratch directory.
+fn slow_path_helper(name: &str, flags: &[&str]) -> std::path::PathBuf {
+    let dir = common::scratch("kernel", name);
     let binary = dir.join("slow_path");
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/slow_path.c");
     let status = std::process::Command::new("cc")
-        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .args(flags)
+        .arg("-o")
         .arg(&binary)
         .arg(source)
         .status()
@@ -984,13 +985,14 @@ fn slow_path_helper() -> std::path::PathBuf {
     binary
 }
 
-/// `--slow 10ms` through the same path as `attach --slow 10ms -- slow_path 3 20`: exactly the
-/// three reads slow_path() waits 20 ms in are reported, none of fast_path()'s sixty; the user
-/// stack names slow_path, the kernel stack the pipe it waited on.
-#[test]
-fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
-    let _serial = serial();
-    let helper = slow_path_helper();
+/// Runs `helper 3 20` under `--slow 10ms` (the path of `attach --slow 10ms -- slow_path 3 20`)
+/// and returns the report with the groups whose user stack has a frame of the helper's
+/// binary: its own reads (a read of a file can be slow too, and is reported as such: seen in
+/// the 6.1-rt guest under emulation, the dynamic loader's 9p read of libc, 11.8 ms, before
+/// main, with no frame of the helper's binary).
+fn slow_path_report(
+    helper: &std::path::Path,
+) -> (profiler::slow::SlowReport, Vec<profiler::slow::SlowGroup>) {
     let request = profiler::trace::TraceRequest {
         syscalls: Syscall::resolve_list(&["read"]).unwrap(),
         pids: vec![],
@@ -1024,10 +1026,6 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
     let read = snap.syscall("read").unwrap();
     assert!(read.calls >= 63, "{} reads timed", read.calls);
     assert_eq!(report.lost, 0, "{text}");
-    // The helper's own reads are made from its main (the pipe's); a read of a file can be slow
-    // too, and is reported as such (seen in the 6.1-rt guest under emulation: the dynamic
-    // loader's 9p read of libc, 11.8 ms, before main, with no frame of the helper's binary).
-    // Those are not the helper's and are left out of the count.
     let from_helper = |g: &&profiler::slow::SlowGroup| {
         g.user_stack.iter().any(|f| {
             f.module
@@ -1035,17 +1033,10 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
                 .is_some_and(|m| m.ends_with("/slow_path"))
         })
     };
-    let helper: Vec<&profiler::slow::SlowGroup> =
-        report.groups.iter().filter(from_helper).collect();
+    let helper: Vec<profiler::slow::SlowGroup> =
+        report.groups.iter().filter(from_helper).cloned().collect();
     assert_eq!(helper.iter().map(|g| g.count).sum::<u64>(), 3, "{text}");
-    for group in helper {
-        let user: Vec<&str> = group
-            .user_stack
-            .iter()
-            .map(|f| f.function.as_str())
-            .collect();
-        assert!(user.contains(&"slow_path"), "{text}");
-        assert!(!user.contains(&"fast_path"), "{text}");
+    for group in &helper {
         assert!(
             group
                 .kernel_stack
@@ -1059,6 +1050,61 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
             "{text}"
         );
         assert_eq!(group.slowest.ret, 1, "{text}");
+    }
+    (report, helper)
+}
+
+/// The user stack's functions, innermost first.
+fn functions(group: &profiler::slow::SlowGroup) -> Vec<&str> {
+    group
+        .user_stack
+        .iter()
+        .map(|f| f.function.as_str())
+        .collect()
+}
+
+/// `--slow 10ms`: exactly the three reads slow_path() waits 20 ms in are reported, none of
+/// fast_path()'s sixty; the user stack names slow_path, the kernel stack the pipe it waited on.
+#[test]
+fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
+    let _serial = serial();
+    let helper = slow_path_helper("slow-helper", &["-O1", "-g", "-fno-omit-frame-pointer"]);
+    let (report, groups) = slow_path_report(&helper);
+    let text = report.to_text();
+    for group in &groups {
+        let user = functions(group);
+        assert!(user.contains(&"slow_path"), "{text}");
+        assert!(!user.contains(&"fast_path"), "{text}");
+    }
+}
+
+/// The user stack is unwound from DWARF call frame information, not frame pointers: libc's
+/// read() wrapper keeps no frame pointer, yet its direct caller (read_one) follows it, and a
+/// binary built with `-O2 -fomit-frame-pointer` is unwound through to slow_path and main.
+#[test]
+fn slow_user_stacks_are_unwound_without_frame_pointers() {
+    let _serial = serial();
+    let helper = slow_path_helper("slow-helper-nofp", &["-O2", "-g", "-fomit-frame-pointer"]);
+    let (report, groups) = slow_path_report(&helper);
+    let text = report.to_text();
+    for group in &groups {
+        let user = functions(group);
+        let read = user
+            .iter()
+            .position(|f| *f == "read" || f.starts_with("__libc_read") || f.starts_with("__read"))
+            .unwrap_or_else(|| panic!("libc's read in the user stack: {text}"));
+        assert!(
+            user.get(read + 1)
+                .is_some_and(|f| f.starts_with("read_one")),
+            "read's direct caller, read_one, follows it: {text}"
+        );
+        for caller in ["slow_path", "main"] {
+            assert!(
+                user.iter().any(|f| f.starts_with(caller)),
+                "{caller} in the user stack: {text}"
+            );
+        }
+        assert!(!user.iter().any(|f| f.starts_with("fast_path")), "{text}");
     }
 }
 

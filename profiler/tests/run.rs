@@ -617,6 +617,25 @@ fn every_section_of_the_report_is_in_every_format() {
             "HTML lacks {title}"
         );
     }
+    // The servers are built without frame pointers: their own functions are in the user
+    // stacks all the same (DWARF unwinding), under the libc wrapper.
+    let servers_frames = data["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["slow"]["groups"].as_array())
+        .flatten()
+        .flat_map(|g| g["user_stack"].as_array().unwrap())
+        .filter(|f| {
+            f["module"]
+                .as_str()
+                .is_some_and(|m| m.ends_with("/servers"))
+        })
+        .count();
+    assert!(
+        servers_frames > 0,
+        "no frame of the servers binary in a user stack: {text}"
+    );
     // The notes under the tables too: events per call, drops, Gini, how intervals are made.
     for note in [
         "events per call",

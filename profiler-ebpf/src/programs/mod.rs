@@ -11,7 +11,8 @@ pub(crate) use aya_ebpf::{
     bindings::BPF_F_USER_STACK,
     helpers::{
         bpf_get_current_cgroup_id, bpf_get_current_comm, bpf_get_current_pid_tgid,
-        bpf_get_current_task, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_get_current_task, bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel,
+        bpf_task_pt_regs, generated::bpf_probe_read_user as probe_read_user_raw,
     },
     macros::{map, raw_tracepoint, tracepoint},
     maps::{Array, HashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
@@ -22,8 +23,9 @@ pub(crate) use profiler_common::{
     ANNOUNCE_SLOT, Config, DERIVED_PROCESS, DROP_REASONS, DropReason, ErrnoClass, FIELD_ABSENT,
     FIRST_FORKED_PROCESS, HIST_BUCKETS, LatencyBuckets, MAX_CGROUP_IDS, MAX_PROCESSES,
     MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED, OFF_RUNNABLE, OVERFLOW_PROCESS,
-    OffCpu, PT_REGS_CS, PT_REGS_ORIG_AX, RECORD_HEADER, RECORD_WINDOW, RecordLayout, RowStats,
-    STACK_NOT_TAKEN, SlotEntry, SlowCall, SyscallSlot, ThreadStart, USER32_CS, bucket_index,
+    OffCpu, PT_REGS_BP, PT_REGS_CS, PT_REGS_IP, PT_REGS_ORIG_AX, PT_REGS_SP, RECORD_HEADER,
+    RECORD_WINDOW, RecordLayout, RowStats, STACK_NOT_TAKEN, SlotEntry, SlowCall, SlowCallStack,
+    SyscallSlot, ThreadStart, USER_STACK_BYTES, USER_STACK_CHUNK, USER32_CS, bucket_index,
     entry_counts_events, entry_forks, entry_slot, forked_process_index, slot_of_entry,
     switched_out_runnable,
 };

@@ -61,12 +61,13 @@ pub(crate) fn announce() {
     }
 }
 
-/// `--slow`: completes `call` with the user stack and the thread's name, and sends it to
+/// `--slow`: completes `call` with the user stack (a frame-pointer walk, and the registers and
+/// top of the stack for user space's DWARF unwinding) and the thread's name, and sends it to
 /// user space; counts it in `SLOW_LOST` when the ring buffer is full. Off the hot path: only
 /// calls past the threshold get here.
 #[inline(always)]
 pub(crate) fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
-    let Some(mut entry) = SLOW_CALLS.reserve::<SlowCall>(0) else {
+    let Some(mut entry) = SLOW_CALLS.reserve::<SlowCallStack>(0) else {
         if let Some(lost) = SLOW_LOST.get_ptr_mut(0) {
             // SAFETY: per-CPU value, preemption disabled.
             unsafe { *lost += 1 };
@@ -77,10 +78,47 @@ pub(crate) fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
         Ok(id) => id as i32,
         Err(e) => e,
     };
-    entry.write(SlowCall {
-        user_stack,
-        comm: bpf_get_current_comm().unwrap_or_default(),
-        ..call
-    });
+    let record = entry.as_mut_ptr();
+    // SAFETY: `record` is the reserved entry, written field by field (it is far larger than
+    // the BPF stack); the registers are read from the task's own pt_regs, the stack from
+    // its user memory, both with the probe-read helpers, which fail rather than fault.
+    unsafe {
+        (*record).call = SlowCall {
+            user_stack,
+            comm: bpf_get_current_comm().unwrap_or_default(),
+            ..call
+        };
+        let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as u64;
+        let reg = |offset: usize| {
+            bpf_probe_read_kernel((regs + offset as u64) as *const u64).unwrap_or_default()
+        };
+        let (ip, sp, bp, cs) = (
+            reg(PT_REGS_IP),
+            reg(PT_REGS_SP),
+            reg(PT_REGS_BP),
+            reg(PT_REGS_CS),
+        );
+        (*record).ip = ip;
+        (*record).sp = sp;
+        (*record).bp = bp;
+        let mut copied = 0u64;
+        // A 32-bit caller's stack is not unwound with x86_64's rules: no copy.
+        if cs != USER32_CS && sp != 0 {
+            let stack = (*record).stack.as_mut_ptr();
+            for chunk in 0..USER_STACK_BYTES / USER_STACK_CHUNK {
+                let offset = chunk * USER_STACK_CHUNK;
+                let read = probe_read_user_raw(
+                    stack.add(offset).cast(),
+                    USER_STACK_CHUNK as u32,
+                    (sp + offset as u64) as *const core::ffi::c_void,
+                );
+                if read != 0 {
+                    break;
+                }
+                copied += USER_STACK_CHUNK as u64;
+            }
+        }
+        (*record).stack_len = copied;
+    }
     entry.submit(0);
 }

@@ -10,6 +10,7 @@
 //! silently.
 
 pub mod symbols;
+pub mod unwind;
 
 use std::{
     collections::HashMap,
@@ -24,7 +25,7 @@ use std::{
 
 use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
 use clap::Args;
-use profiler_common::{ANNOUNCE_SLOT, STACK_NOT_TAKEN, SlowCall};
+use profiler_common::{ANNOUNCE_SLOT, STACK_NOT_TAKEN, SlowCall, SlowCallStack};
 use serde::Serialize;
 
 use self::symbols::{Frame, ProcessMaps, Symbols};
@@ -328,6 +329,10 @@ struct Arrived {
     maps: Option<Arc<ProcessMaps>>,
     kernel: Option<Vec<u64>>,
     user: Option<Vec<u64>>,
+    /// The user registers (ip, sp, bp) at the syscall and the stack copied from sp up, for
+    /// DWARF unwinding (empty: not copied).
+    regs: (u64, u64, u64),
+    stack: Vec<u8>,
 }
 
 /// The symbolizer thread's state.
@@ -339,6 +344,10 @@ struct Groups {
     /// (pid, name, user stack id) → frames: the same addresses mean other code in another
     /// process, or after an exec.
     user: HashMap<(u32, String, i32), Vec<Frame>>,
+    /// DWARF unwinding of the copied user stacks.
+    unwinders: unwind::Unwinders,
+    /// (pid, name, unwound addresses) → frames.
+    unwound: HashMap<(u32, String, Vec<u64>), Vec<Frame>>,
     #[expect(
         clippy::struct_field_names,
         reason = "the collector's groups of slow calls; `slow_groups` would only repeat the type"
@@ -358,6 +367,8 @@ impl Groups {
             maps,
             kernel,
             user,
+            regs,
+            stack,
         } = arrived;
         let kernel = if let Some(f) = self.kernel.get(&call.kernel_stack) {
             f.clone()
@@ -368,8 +379,25 @@ impl Groups {
             }
             frames
         };
+        let unwound = match &maps {
+            Some(maps) if !stack.is_empty() => self.unwinders.unwind(call.pid, maps, regs, &stack),
+            _ => unwind::Unwound::default(),
+        };
         let user_key = (call.pid, comm.clone(), call.user_stack);
-        let user = if let Some(f) = self.user.get(&user_key) {
+        let user = if !unwound.addresses.is_empty() {
+            // DWARF first: it finds the callers that keep no frame pointer.
+            let key = (call.pid, comm.clone(), unwound.addresses);
+            if let Some(f) = self.unwound.get(&key) {
+                f.clone()
+            } else {
+                let mut frames = self.symbols.user(maps.as_deref(), &key.2);
+                if unwound.truncated {
+                    frames.push(Frame::cut(unwind::USER_STACK_BYTES));
+                }
+                self.unwound.insert(key, frames.clone());
+                frames
+            }
+        } else if let Some(f) = self.user.get(&user_key) {
             f.clone()
         } else {
             let frames = user
@@ -527,6 +555,8 @@ impl Collector {
                 symbols: Symbols::new(),
                 kernel: HashMap::new(),
                 user: HashMap::new(),
+                unwinders: unwind::Unwinders::default(),
+                unwound: HashMap::new(),
                 groups: HashMap::new(),
                 recorded: 0,
             };
@@ -589,6 +619,22 @@ fn read_records(
         // SAFETY: the kernel wrote a whole SlowCall (checked length); read unaligned, as the
         // ring buffer only promises 8-byte alignment, which SlowCall needs anyway.
         let call: SlowCall = unsafe { std::ptr::read_unaligned(item.as_ptr().cast()) };
+        let item_len = item.len();
+        // A slow call's record carries its registers and stack after the call; the stack is
+        // copied out (up to its copied length) before the record is released.
+        let (regs, stack) = if item_len >= size_of::<SlowCallStack>() {
+            let header = size_of::<SlowCall>();
+            let word = |i: usize| {
+                let at = header + 8 * i;
+                u64::from_ne_bytes(item[at..at + 8].try_into().unwrap_or_default())
+            };
+            let (ip, sp, bp, len) = (word(0), word(1), word(2), word(3));
+            let start = header + 32;
+            let len = (len as usize).min(unwind::USER_STACK_BYTES);
+            ((ip, sp, bp), item[start..start + len].to_vec())
+        } else {
+            ((0, 0, 0), Vec::new())
+        };
         drop(item);
         let comm = comm_of(&call.comm);
         if call.slot == ANNOUNCE_SLOT {
@@ -598,6 +644,11 @@ fn read_records(
         if call.end_ns < since_ns {
             continue;
         }
+        let (regs, stack) = if item_len >= size_of::<SlowCallStack>() {
+            (regs, stack)
+        } else {
+            ((0, 0, 0), Vec::new())
+        };
         let kernel = addresses(&maps.stacks, call.kernel_stack);
         let user = addresses(&maps.stacks, call.user_stack);
         let process = processes.maps(call.pid, &comm, user.as_deref().unwrap_or_default());
@@ -607,6 +658,8 @@ fn read_records(
             maps: process,
             kernel,
             user,
+            regs,
+            stack,
         });
     }
 }

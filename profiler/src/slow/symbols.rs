@@ -34,6 +34,15 @@ impl Frame {
         }
     }
 
+    /// The frame that ends a stack cut at the copied bytes' end (`--slow`'s DWARF unwinding).
+    #[must_use]
+    pub fn cut(bytes: usize) -> Self {
+        Self {
+            function: format!("[deeper frames not copied: {} KiB of stack]", bytes / 1024),
+            module: None,
+        }
+    }
+
     /// "slow_path (helper)": the function and its file's name, for the terminal.
     #[must_use]
     pub fn short(&self) -> String {
@@ -82,6 +91,24 @@ impl ProcessMaps {
             .iter()
             .filter(|&&a| self.locate(a).is_some() || a >= USER_SPACE_END)
             .count()
+    }
+
+    /// Each mapped file once, in address order: its whole range in the process (first
+    /// mapping's start to last mapping's end) and its first mapping's start and file offset.
+    pub(super) fn files(&self) -> Vec<super::unwind::FileRange<'_>> {
+        let mut files: Vec<super::unwind::FileRange<'_>> = Vec::new();
+        let mut sorted: Vec<&Mapping> = self.mappings.iter().collect();
+        sorted.sort_by_key(|m| m.start);
+        for m in sorted {
+            match files.iter_mut().find(|f| f.0 == m.path.as_path()) {
+                Some(f) => {
+                    f.1.start = f.1.start.min(m.start);
+                    f.1.end = f.1.end.max(m.end);
+                }
+                None => files.push((&m.path, m.start..m.end, m.start, m.offset)),
+            }
+        }
+        files
     }
 
     fn locate(&self, address: u64) -> Option<&Mapping> {
