@@ -93,6 +93,7 @@ fn export_speed() {
         export_prom: Some(dir.join("all.prom")),
         export_markdown: Some(dir.join("all.md")),
         report: Some(dir.join("all.html")),
+        export_folded: None,
     };
     let time = best_of(5, || write_exports(&args, &data).unwrap());
     println!(

@@ -39,7 +39,7 @@ EXAMPLES:
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Time the syscalls of running processes (and their children), or of a command.
-    Attach(AttachArgs),
+    Attach(Box<AttachArgs>),
     /// Run the epoll server experiments: every variant under load, syscalls timed in the kernel.
     Run(Box<RunArgs>),
     /// Core-to-core round-trip latency of the ways two threads can talk.

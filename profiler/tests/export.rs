@@ -623,6 +623,7 @@ fn write_exports_writes_every_format_and_nothing_else() {
         export_prom: Some(dir.join("r.prom")),
         export_markdown: Some(dir.join("r.md")),
         report: Some(dir.join("r.html")),
+        export_folded: None,
     };
     let mut data = run_data(&Shape::small());
     data.partial = true;
@@ -831,6 +832,8 @@ fn attach_slow_reports_the_slow_calls_in_every_document_format() {
         .arg(dir.join("a.md"))
         .arg("--report")
         .arg(dir.join("a.html"))
+        .arg("--export-folded")
+        .arg(dir.join("a.folded"))
         .args(["--", "/bin/sh", "-c", "sleep 0.05; sleep 0.05"])
         .output()
         .unwrap();
@@ -882,6 +885,40 @@ fn attach_slow_reports_the_slow_calls_in_every_document_format() {
             "{g}"
         );
     }
+    // The folded stacks: `comm;user;-;kernel;[state] MICROSECONDS`, adding up to the two
+    // sleeps, and read by a real flame-graph tool (inferno, the Rust port of flamegraph.pl).
+    let folded = std::fs::read_to_string(dir.join("a.folded")).unwrap();
+    let mut total_us = 0;
+    for line in folded.lines() {
+        let (stack, value) = line.rsplit_once(' ').expect("STACK VALUE");
+        total_us += value.parse::<u64>().expect("an integer value");
+        let frames: Vec<&str> = stack.split(';').collect();
+        assert_eq!(frames[0], "sleep", "{line}");
+        assert!(frames.contains(&"-"), "{line}");
+        assert!(
+            ["[on-CPU]", "[blocked]", "[runnable]"].contains(frames.last().unwrap()),
+            "{line}"
+        );
+        assert!(frames.iter().any(|f| f.contains("nanosleep")), "{line}");
+    }
+    let slow_ns: u64 = groups.iter().map(|g| g["total_ns"].as_u64().unwrap()).sum();
+    assert!(
+        total_us.abs_diff(slow_ns / 1000) <= 3,
+        "{total_us} µs folded, {slow_ns} ns slow: {folded}"
+    );
+    assert!(folded.contains(";[blocked] "), "{folded}");
+    let mut svg = Vec::new();
+    inferno::flamegraph::from_lines(
+        &mut inferno::flamegraph::Options::default(),
+        folded.lines(),
+        &mut svg,
+    )
+    .expect("inferno draws the folded stacks");
+    let svg = String::from_utf8(svg).unwrap();
+    assert!(
+        svg.contains("clock_nanosleep") && svg.contains("[blocked]"),
+        "{svg}"
+    );
     let md = std::fs::read_to_string(dir.join("a.md")).unwrap();
     assert!(md.contains("### Slowest calls"), "{md}");
     assert!(md.contains("clock_nanosleep"), "{md}");
@@ -890,6 +927,15 @@ fn attach_slow_reports_the_slow_calls_in_every_document_format() {
         html.contains("<h3>Slowest calls"),
         "no slow section in the HTML"
     );
+    // The report draws the same stacks as a flame graph: a frame per stack level, the states on
+    // top, each with its time as its tooltip.
+    assert!(
+        html.contains("<svg class=\"flame\""),
+        "no flame graph in the HTML"
+    );
+    for frame in ["<title>sleep: ", "<title>[blocked]: ", "clock_nanosleep"] {
+        assert!(html.contains(frame), "the flame graph lacks {frame}");
+    }
 }
 
 /// `attach --cgroup A --cgroup B`: the per-cgroup rows reach the JSON (a `cgroup` field) and

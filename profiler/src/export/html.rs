@@ -143,6 +143,26 @@ pub fn render(data: &ExportData) -> String {
         out.push_str(&strace_chart(&data.strace));
     }
 
+    let flames: Vec<(String, String)> = summaries
+        .iter()
+        .filter_map(|m| {
+            let slow = m.slow.as_ref()?;
+            Some((
+                m.label(),
+                super::flamegraph::svg(m.variant.as_deref(), slow)?,
+            ))
+        })
+        .collect();
+    if !flames.is_empty() {
+        out.push_str("<h2>Where the slow calls' time went (flame graph)</h2>\n");
+        out.push_str(
+            "<p class=\"note\">The --slow calls' stacks, root at the bottom: the thread, its user frames (outermost first), <code>-</code>, the kernel frames, and on top what the thread was doing: <span style=\"color:#2ca02c\">on the CPU</span>, <span style=\"color:#3182bd\">blocked</span> or <span style=\"color:#d62728\">runnable</span> (waiting for a CPU). A frame's width is the time of the calls through it; hover for its name and time. <code>--export-folded</code> writes the same stacks for other flame-graph tools.</p>\n",
+        );
+        for (label, svg) in flames {
+            let _ = writeln!(out, "<h3>{}</h3>", esc(&label));
+            out.push_str(&svg);
+        }
+    }
     out.push_str(&data.document().to_html());
     out.push_str("</body></html>\n");
     out

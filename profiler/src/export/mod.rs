@@ -7,6 +7,8 @@
 
 pub mod atomic;
 pub mod csv;
+pub mod flamegraph;
+pub mod folded;
 pub mod hdr;
 pub mod html;
 pub mod json;
@@ -377,6 +379,11 @@ pub struct ExportArgs {
     /// A self-contained HTML report with SVG charts.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// The --slow calls as folded stacks for flame graphs (flamegraph.pl, inferno, speedscope):
+    /// `comm;user frames;-;kernel frames;[state] MICROSECONDS`, one line per stack and state
+    /// (on-CPU, blocked, runnable).
+    #[arg(long, value_name = "FILE", requires = "slow")]
+    pub export_folded: Option<PathBuf>,
 }
 
 /// Checks the export flags before measuring, so a bad path fails in a second, not after a run:
@@ -495,7 +502,7 @@ pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
 /// [`ExportArgs`] keeps its path. A new format is a row here, a field in `ExportArgs` and its
 /// `Exporter`.
 type PathOf = fn(&ExportArgs) -> Option<&Path>;
-const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 5] = [
+const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 6] = [
     ("--export-json", &json::Json, |a| a.export_json.as_deref()),
     ("--export-csv", &csv::Csv, |a| a.export_csv.as_deref()),
     ("--export-prom", &prometheus::Prometheus, |a| {
@@ -505,6 +512,9 @@ const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 5] = [
         a.export_markdown.as_deref()
     }),
     ("--report", &html::Html, |a| a.report.as_deref()),
+    ("--export-folded", &folded::Folded, |a| {
+        a.export_folded.as_deref()
+    }),
 ];
 
 impl ExportArgs {

@@ -29,6 +29,7 @@ pub fn document(data: &ExportData) -> Document {
             title: format!("Syscalls: {}", m.label()),
             table,
             notes,
+            text: None,
         };
         if section.table.is_none() {
             section

@@ -35,6 +35,10 @@ pub struct Section {
     pub table: Option<Table>,
     /// Lines under the table: events per call, drops, warnings, how a figure was computed.
     pub notes: Vec<String>,
+    /// The terminal's form of the table, where a table of it would be too wide to read (stacks
+    /// a frame per line); the other formats show the table.
+    #[serde(skip)]
+    pub text: Option<String>,
 }
 
 impl Section {
@@ -45,6 +49,7 @@ impl Section {
             title: title.into(),
             table: Some(table),
             notes: Vec::new(),
+            text: None,
         }
     }
 
@@ -52,7 +57,9 @@ impl Section {
     #[must_use]
     pub fn to_text(&self) -> String {
         let mut out = format!("\n{}:\n", self.title);
-        if let Some(t) = &self.table {
+        if let Some(text) = &self.text {
+            out.push_str(text);
+        } else if let Some(t) = &self.table {
             out.push_str(&t.render());
         }
         for n in &self.notes {

@@ -188,12 +188,21 @@ impl SlowReport {
     /// The terminal's form: the `top` groups with the slowest calls, each with its stacks.
     #[must_use]
     pub fn to_text(&self) -> String {
+        format!(
+            "\nSlowest calls (--slow: {}; by slowest call, top {}):\n{}",
+            self.summary(),
+            self.top,
+            self.groups_text()
+        )
+    }
+
+    /// The `top` groups, each with its stacks a frame per line (the terminal's form: a stack
+    /// in a table cell makes rows hundreds of characters wide).
+    #[must_use]
+    pub fn groups_text(&self) -> String {
         use std::fmt::Write as _;
         let top = self.top as usize;
-        let mut out = format!(
-            "\nSlowest calls (--slow: {}; by slowest call, top {top}):\n",
-            self.summary(),
-        );
+        let mut out = String::new();
         for (i, g) in self.groups.iter().take(top).enumerate() {
             let s = &g.slowest;
             let _ = writeln!(
@@ -256,6 +265,7 @@ impl SlowReport {
             ]);
         }
         let mut section = Section::new(title, table);
+        section.text = Some(self.groups_text());
         section.notes.push(format!("--slow: {}", self.summary()));
         section
             .notes

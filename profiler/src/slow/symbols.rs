@@ -224,9 +224,13 @@ impl Symbols {
                     self.symbolizer
                         .symbolize_single(&Source::Elf(elf), Input::FileOffset(offset))
                 });
+                // A function without a name is named by its offset in the file: the same
+                // in every process and run (an address is not, under ASLR).
                 match symbolized {
-                    Ok(symbolized) => frame_of(&symbolized, address, Some(&mapping.path)),
-                    Err(_) => unknown(address, Some(&mapping.path)),
+                    Ok(Symbolized::Sym(sym)) => {
+                        Frame::named(sym.name.to_string(), Some(&mapping.path))
+                    }
+                    _ => Frame::named(format!("+0x{offset:x}"), Some(&mapping.path)),
                 }
             })
             .collect()
