@@ -43,14 +43,94 @@ pub const USER_STACK_BYTES: usize = 16384;
 /// mapping with what it read so far instead of failing whole.
 pub const USER_STACK_CHUNK: usize = 1024;
 
-/// `--slow`: a slow call's ring buffer record: the call, the user registers the unwinder
-/// starts from, and a copy of the top of the user stack. (An announcement is a bare
-/// [`SlowCall`].)
+/// `--slow`: a task that ran on a CPU, as the per-CPU `RAN` ring keeps the last
+/// [`RAN_SEGMENTS`] of them.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ran {
+    /// When it was switched in, ns (`bpf_ktime_get_ns`); 0 before the first switch seen.
+    pub start_ns: u64,
+    /// When it was switched out, ns.
+    pub end_ns: u64,
+    /// Its thread id (0: the CPU was idle).
+    pub pid: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+    /// Its name, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// How many of a CPU's last runs `RAN` keeps: a runnable interval with more switches than
+/// this on its CPU is attributed in part (`Holders::attributed_ns` says how much).
+pub const RAN_SEGMENTS: usize = 8;
+
+/// `--slow`, per CPU: the last tasks that ran on it, a ring.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RanRing {
+    /// When the task on the CPU now was switched in, ns.
+    pub current_start: u64,
+    /// Where the next run is written (modulo [`RAN_SEGMENTS`]).
+    pub next: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+    /// The runs.
+    pub segments: [Ran; RAN_SEGMENTS],
+}
+
+/// A task that held the CPU while a traced call's thread waited runnable for it.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holder {
+    /// How long it ran while the thread waited, ns (0: an empty entry).
+    pub ns: u64,
+    /// Its thread id (0: the CPU was idle, a wakeup's latency).
+    pub pid: u32,
+    /// Explicit padding.
+    pub _pad: u32,
+    /// Its name, NUL-padded.
+    pub comm: [u8; 16],
+}
+
+/// Threads whose holders `HOLDER_OF` keeps at once (least recently used ones go first).
+pub const HOLDER_THREADS: u32 = 16384;
+
+/// How many holders a call keeps: the longest ones.
+pub const HOLDERS: usize = 4;
+
+/// `--slow`: who held the CPU while a traced call's thread was runnable (`HOLDER_OF`, by
+/// thread id), filled when the thread gets the CPU back, sent with the call if it is slow.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Holders {
+    /// The start of the call these belong to (`ThreadStart::start_ns`): an entry of an
+    /// earlier call is stale.
+    pub call_start: u64,
+    /// The runnable time found in the CPUs' rings, ns (at most the call's runnable time).
+    pub attributed_ns: u64,
+    /// The longest holders, unordered.
+    pub top: [Holder; HOLDERS],
+}
+
+const _: () = assert!(core::mem::size_of::<RanRing>() == 16 + 40 * RAN_SEGMENTS);
+const _: () = assert!(core::mem::size_of::<Holders>() == 16 + 32 * HOLDERS);
+
+// SAFETY: u64, u32 and byte fields with explicit padding: no implicit padding, any bit
+// pattern valid.
+pod!(RanRing);
+// SAFETY: as above.
+pod!(Holders);
+
+/// `--slow`: a slow call's ring buffer record: the call, who held its CPU while it was
+/// runnable, the user registers the unwinder starts from, and a copy of the top of the user
+/// stack. (An announcement is a bare [`SlowCall`].)
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SlowCallStack {
     /// The call.
     pub call: SlowCall,
+    /// Who held the CPU while it was runnable (`call_start` 0: nobody was found).
+    pub holders: Holders,
     /// The user instruction pointer at the syscall (in the libc wrapper, say).
     pub ip: u64,
     /// The user stack pointer at the syscall: `stack[0]` is the byte at this address.
@@ -65,7 +145,7 @@ pub struct SlowCallStack {
 }
 
 // Its size: the call, four u64 and the stack, no padding.
-const _: () = assert!(core::mem::size_of::<SlowCallStack>() == 80 + 32 + USER_STACK_BYTES);
+const _: () = assert!(core::mem::size_of::<SlowCallStack>() == 80 + 144 + 32 + USER_STACK_BYTES);
 
 // SAFETY: a SlowCall (see there), u64 fields and bytes: no implicit padding, any bit pattern
 // valid.

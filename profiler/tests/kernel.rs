@@ -838,6 +838,96 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
     );
 }
 
+/// `--slow` says who held the CPU while a slow call waited runnable: the spinner pinned to
+/// the worker's CPU, for most of that time.
+#[test]
+fn slow_calls_name_the_task_that_held_their_cpu() {
+    let _serial = serial();
+    let cpu = profiler::cpus::allowed_cpus().unwrap()[0];
+    let mut session = Session::start(&SessionConfig {
+        off_cpu: true,
+        slow: Some(Duration::from_millis(1)),
+        ..SessionConfig::new(
+            Syscall::resolve_list(&["getrandom"]).unwrap(),
+            Target::Processes(vec![]),
+        )
+    })
+    .unwrap_or_else(|e| panic!("loading the kernel programs with --slow failed: {e}"));
+    let collector = session
+        .start_slow_collector(10, 0)
+        .unwrap()
+        .expect("a collector with --slow");
+    // SAFETY: the child pins itself and spins until killed, making raw libc calls only.
+    let spinner = unsafe { libc::fork() };
+    assert!(spinner >= 0, "fork failed");
+    if spinner == 0 {
+        // SAFETY: see above.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
+        }
+        loop {
+            std::hint::spin_loop();
+        }
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let worker = Child::stopped(move || {
+        // SAFETY: pinning ourselves; getrandom into our own buffer.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
+            for _ in 0..100 {
+                libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0);
+            }
+        }
+    });
+    session.track(worker.pid()).unwrap();
+    worker.resume();
+    worker.join();
+    // SAFETY: killing and reaping our own child.
+    unsafe {
+        libc::kill(spinner, libc::SIGKILL);
+        libc::waitpid(spinner, std::ptr::null_mut(), 0);
+    }
+    drop(session);
+    let report = collector.finish();
+    let text = report.to_text();
+    let held: Vec<&profiler::slow::SlowSample> = report
+        .groups
+        .iter()
+        .map(|g| &g.slowest)
+        .filter(|s| s.runnable_ns > s.duration_ns / 10)
+        .collect();
+    assert!(!held.is_empty(), "no slow call waited runnable: {text}");
+    for sample in held {
+        let named: u64 = sample.runnable_by.iter().map(|h| h.ns).sum();
+        assert!(
+            named <= sample.runnable_ns + sample.runnable_ns / 100 + 1000,
+            "holders {named} ns of {} runnable: {text}",
+            sample.runnable_ns
+        );
+        let spinner = sample
+            .runnable_by
+            .iter()
+            .find(|h| h.pid == spinner as u32)
+            .unwrap_or_else(|| panic!("the spinner (pid {spinner}) held the CPU: {text}"));
+        assert!(
+            spinner.ns * 2 > sample.runnable_ns,
+            "the spinner held it {} ns of {} runnable: {text}",
+            spinner.ns,
+            sample.runnable_ns
+        );
+        assert!(
+            sample
+                .runnable_line()
+                .unwrap()
+                .contains(&format!("(pid {})", spinner.pid))
+        );
+    }
+}
+
 /// A cgroup v2 made for a test below wherever cgroup2 is mounted (`/sys/fs/cgroup` unified,
 /// `/sys/fs/cgroup/unified` hybrid); removed on drop, once its processes have exited. The test
 /// never mounts anything: the guest suite sets up its guests' cgroups, the host has its own.

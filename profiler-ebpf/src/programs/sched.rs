@@ -11,9 +11,16 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
     let prev = bpf_get_current_pid_tgid() as u32;
     let in_call = START.get(prev).is_some_and(|s| s.start_ns != 0);
     let mut now = 0;
-    if in_call && let Some(off) = OFF_CPU.get_ptr_mut(prev) {
+    if slow_ns() != 0 {
         // SAFETY: a plain helper call.
         now = unsafe { bpf_ktime_get_ns() };
+        record_run(prev, now);
+    }
+    if in_call && let Some(off) = OFF_CPU.get_ptr_mut(prev) {
+        if now == 0 {
+            // SAFETY: a plain helper call.
+            now = unsafe { bpf_ktime_get_ns() };
+        }
         let state = field::<8>(&ctx, layout(&LAYOUT.switch_prev_state));
         // SAFETY: the entry of the task switching out on this CPU: nothing else writes it now.
         unsafe {
@@ -50,6 +57,11 @@ pub fn sched_switch(ctx: TracePointContext) -> u32 {
             let part = now.saturating_sub(off.since_ns);
             if off.state == OFF_RUNNABLE {
                 off.runnable_ns += part;
+                if slow_ns() != 0
+                    && let Some(start) = START.get(next)
+                {
+                    attribute_runnable(next, start.start_ns, off.since_ns, now);
+                }
             } else {
                 off.blocked_ns += part;
             }

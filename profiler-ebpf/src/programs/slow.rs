@@ -16,6 +16,105 @@ pub(crate) static SLOW_LOST: PerCpuArray<u64> = PerCpuArray::with_max_entries(1,
 #[map]
 pub(crate) static STACKS: StackTrace = StackTrace::with_max_entries(1, 0);
 
+/// `--slow`: the last tasks each CPU ran ([`RanRing`]), written at every switch.
+#[map]
+pub(crate) static RAN: PerCpuArray<RanRing> = PerCpuArray::with_max_entries(1, 0);
+
+/// `--slow`: by thread id, who held the CPU while its call waited runnable ([`Holders`]);
+/// one entry without --slow, sized by the loader.
+#[map]
+pub(crate) static HOLDER_OF: LruHashMap<u32, Holders> = LruHashMap::with_max_entries(1, 0);
+
+/// An empty [`Holders`], the value a thread's first entry is created with (read-only data,
+/// not a 144-byte value on the BPF stack).
+static NO_HOLDERS: Holders = Holders {
+    call_start: 0,
+    attributed_ns: 0,
+    top: [Holder {
+        ns: 0,
+        pid: 0,
+        _pad: 0,
+        comm: [0; 16],
+    }; HOLDERS],
+};
+
+/// `--slow`, at every switch: the task leaving the CPU (the current one) ran from the last
+/// switch until `now`; the CPU's ring keeps it.
+#[inline(always)]
+pub(crate) fn record_run(prev: u32, now: u64) {
+    let Some(ring) = RAN.get_ptr_mut(0) else {
+        return;
+    };
+    // SAFETY: this CPU's own entry; preemption is disabled in a tracepoint program.
+    let ring = unsafe { &mut *ring };
+    let i = ring.next as usize & (RAN_SEGMENTS - 1);
+    if let Some(segment) = ring.segments.get_mut(i) {
+        segment.start_ns = ring.current_start;
+        segment.end_ns = now;
+        segment.pid = prev;
+        segment.comm = bpf_get_current_comm().unwrap_or_default();
+    }
+    ring.next = ring.next.wrapping_add(1);
+    ring.current_start = now;
+}
+
+/// `--slow`, when thread `tid`, inside the call that started at `call_start`, gets the CPU
+/// back after waiting runnable since `since`: the tasks this CPU ran meanwhile, from its ring,
+/// are added to the call's holders (the longest [`HOLDERS`] kept).
+#[inline(always)]
+pub(crate) fn attribute_runnable(tid: u32, call_start: u64, since: u64, now: u64) {
+    let Some(ring) = RAN.get_ptr(0) else {
+        return;
+    };
+    if HOLDER_OF.get_ptr_mut(&tid).is_none() {
+        let _ = HOLDER_OF.insert(&tid, &NO_HOLDERS, 0);
+    }
+    let Some(holders) = HOLDER_OF.get_ptr_mut(&tid) else {
+        return;
+    };
+    // SAFETY: this CPU's ring and the switching-in thread's own entry, which only this CPU
+    // writes now.
+    let (ring, holders) = unsafe { (&*ring, &mut *holders) };
+    if holders.call_start != call_start {
+        // SAFETY: zeroing the entry in place (plain integers), not through the stack.
+        unsafe { core::ptr::write_bytes(&raw mut *holders, 0, 1) };
+        holders.call_start = call_start;
+    }
+    for segment in &ring.segments {
+        let from = segment.start_ns.max(since);
+        let to = segment.end_ns.min(now);
+        if segment.end_ns == 0 || to <= from {
+            continue;
+        }
+        let ns = to - from;
+        holders.attributed_ns += ns;
+        // The same task again, else an empty entry, else the shortest if this is longer.
+        let mut at = HOLDERS;
+        let (mut shortest, mut shortest_ns) = (0, u64::MAX);
+        for (j, holder) in holders.top.iter().enumerate() {
+            if holder.ns != 0 && holder.pid == segment.pid {
+                at = j;
+                break;
+            }
+            if holder.ns < shortest_ns {
+                (shortest, shortest_ns) = (j, holder.ns);
+            }
+        }
+        if let Some(holder) = holders.top.get_mut(at) {
+            holder.ns += ns;
+        } else if let Some(holder) = holders.top.get_mut(shortest)
+            && ns > holder.ns
+        {
+            *holder = Holder {
+                ns,
+                pid: segment.pid,
+                _pad: 0,
+                comm: segment.comm,
+            };
+        }
+    }
+}
+
 /// `--slow`: per tgid, the first 8 bytes of the name it was last announced under (see
 /// `announce`); one entry without it, sized from `pid_max` with it.
 #[map]
@@ -88,6 +187,14 @@ pub(crate) fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
             comm: bpf_get_current_comm().unwrap_or_default(),
             ..call
         };
+        // Copied map value to ring buffer entry, never through the BPF stack (512 bytes).
+        let call_start = call.end_ns - call.duration_ns;
+        match HOLDER_OF.get_ptr(&call.tid) {
+            Some(h) if (*h).call_start == call_start => {
+                core::ptr::copy_nonoverlapping(h, &raw mut (*record).holders, 1);
+            }
+            _ => core::ptr::write_bytes(&raw mut (*record).holders, 0, 1),
+        }
         let regs = bpf_task_pt_regs(bpf_get_current_task_btf()) as u64;
         let reg = |offset: usize| {
             bpf_probe_read_kernel((regs + offset as u64) as *const u64).unwrap_or_default()

@@ -270,6 +270,14 @@ impl Session {
             )
             .map_max_entries("STACKS", if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 })
             .map_max_entries("ANNOUNCED", if slow_ns != 0 { pid_max } else { 1 })
+            .map_max_entries(
+                "HOLDER_OF",
+                if slow_ns != 0 {
+                    profiler_common::HOLDER_THREADS
+                } else {
+                    1
+                },
+            )
             .map_max_entries("TRACKED", pid_max)
             .map_max_entries("START", pid_max)
             .map_max_entries("TIMER_START", pid_max)

@@ -180,6 +180,8 @@ mod tests {
                 blocked_ns: 0,
                 runnable_ns: 0,
                 ret: 0,
+                runnable_by: Vec::new(),
+                runnable_attributed_ns: 0,
             },
             kernel_stack: vec![Frame {
                 function: "pipe_read".into(),

@@ -115,6 +115,8 @@ mod tests {
                 blocked_ns: 0,
                 runnable_ns: 0,
                 ret: 1,
+                runnable_by: Vec::new(),
+                runnable_attributed_ns: 0,
             },
             kernel_stack: vec![frame("__schedule", None), frame("pipe_read", None)],
             kernel_note: None,

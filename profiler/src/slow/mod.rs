@@ -25,7 +25,7 @@ use std::{
 
 use aya::maps::{MapData, PerCpuArray, RingBuf, StackTraceMap};
 use clap::Args;
-use profiler_common::{ANNOUNCE_SLOT, STACK_NOT_TAKEN, SlowCall, SlowCallStack};
+use profiler_common::{ANNOUNCE_SLOT, Holders, STACK_NOT_TAKEN, SlowCall, SlowCallStack};
 use serde::Serialize;
 
 use self::symbols::{Frame, ProcessMaps, Symbols};
@@ -81,6 +81,72 @@ pub struct SlowSample {
     pub runnable_ns: u64,
     /// Return value (negative: -errno).
     pub ret: i64,
+    /// Who held the CPU while it was runnable, longest first (the tasks the CPU it ran on next
+    /// ran meanwhile, from that CPU's last runs).
+    pub runnable_by: Vec<CpuHolder>,
+    /// How much of `runnable_ns` `runnable_by` accounts for (the rest: more switches than the
+    /// kernel keeps per CPU, or ones it missed).
+    pub runnable_attributed_ns: u64,
+}
+
+/// A task that ran on the CPU while a slow call's thread waited runnable for it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct CpuHolder {
+    /// Its name (`swapper/N`: the CPU was idle, a wakeup's latency).
+    pub comm: String,
+    /// Its thread id (0: idle).
+    pub pid: u32,
+    /// How long it ran meanwhile, ns.
+    pub ns: u64,
+}
+
+impl SlowSample {
+    /// "runnable 4.75ms: the CPU ran 'kworker/0:1' (pid 12) 3.10ms, 'profiler' (pid 34)
+    /// 1.20ms", or `None` when it was never runnable or nobody was found.
+    #[must_use]
+    pub fn runnable_line(&self) -> Option<String> {
+        if self.runnable_ns == 0 || self.runnable_by.is_empty() {
+            return None;
+        }
+        let holders: Vec<String> = self
+            .runnable_by
+            .iter()
+            .map(|h| format!("'{}' (pid {}) {}", h.comm, h.pid, duration(h.ns)))
+            .collect();
+        let mut line = format!(
+            "runnable {}: its CPU ran {}",
+            duration(self.runnable_ns),
+            holders.join(", ")
+        );
+        let shown: u64 = self.runnable_by.iter().map(|h| h.ns).sum();
+        if shown + self.runnable_ns / 20 < self.runnable_ns {
+            line.push_str(&format!(
+                " ({} of it attributed)",
+                duration(self.runnable_attributed_ns.min(self.runnable_ns))
+            ));
+        }
+        Some(line)
+    }
+}
+
+/// The holders of a call's record, longest first; none when the record is of another call.
+fn holders_of(holders: &Holders, call: &SlowCall) -> (Vec<CpuHolder>, u64) {
+    let call_start = call.end_ns.saturating_sub(call.duration_ns);
+    if holders.call_start == 0 || holders.call_start != call_start {
+        return (Vec::new(), 0);
+    }
+    let mut top: Vec<CpuHolder> = holders
+        .top
+        .iter()
+        .filter(|h| h.ns > 0)
+        .map(|h| CpuHolder {
+            comm: comm_of(&h.comm),
+            pid: h.pid,
+            ns: h.ns,
+        })
+        .collect();
+    top.sort_by(|a, b| b.ns.cmp(&a.ns).then(a.pid.cmp(&b.pid)));
+    (top, holders.attributed_ns)
 }
 
 /// The slow calls of one syscall that had the same stacks.
@@ -222,6 +288,9 @@ impl SlowReport {
                 s.comm,
                 s.ret,
             );
+            if let Some(line) = s.runnable_line() {
+                let _ = writeln!(out, "    {line}");
+            }
             let _ = writeln!(out, "    kernel, where it waited longest:");
             write_stack(&mut out, &g.kernel_stack, g.kernel_note.as_deref());
             let _ = writeln!(out, "    user, the code that called:");
@@ -259,7 +328,13 @@ impl SlowReport {
                 duration(s.blocked_ns),
                 duration(s.runnable_ns),
                 duration(g.mean_ns()),
-                format!("pid {} tid {} '{}' ret {}", s.pid, s.tid, s.comm, s.ret),
+                match s.runnable_line() {
+                    Some(line) => format!(
+                        "pid {} tid {} '{}' ret {}; {line}",
+                        s.pid, s.tid, s.comm, s.ret
+                    ),
+                    None => format!("pid {} tid {} '{}' ret {}", s.pid, s.tid, s.comm, s.ret),
+                },
                 joined(&g.kernel_stack, g.kernel_note.as_deref()),
                 joined(&g.user_stack, g.user_note.as_deref()),
             ]);
@@ -343,6 +418,8 @@ struct Arrived {
     /// DWARF unwinding (empty: not copied).
     regs: (u64, u64, u64),
     stack: Vec<u8>,
+    /// Who held the CPU while it was runnable.
+    holders: Holders,
 }
 
 /// The symbolizer thread's state.
@@ -379,6 +456,7 @@ impl Groups {
             user,
             regs,
             stack,
+            holders,
         } = arrived;
         let kernel = if let Some(f) = self.kernel.get(&call.kernel_stack) {
             f.clone()
@@ -421,6 +499,7 @@ impl Groups {
         let on_cpu = call
             .duration_ns
             .saturating_sub(call.blocked_ns + call.runnable_ns);
+        let (runnable_by, runnable_attributed_ns) = holders_of(&holders, &call);
         let sample = SlowSample {
             pid: call.pid,
             tid: call.tid,
@@ -430,6 +509,8 @@ impl Groups {
             blocked_ns: call.blocked_ns,
             runnable_ns: call.runnable_ns,
             ret: call.ret,
+            runnable_by,
+            runnable_attributed_ns,
         };
         let syscall = self
             .syscalls
@@ -632,8 +713,12 @@ fn read_records(
         let item_len = item.len();
         // A slow call's record carries its registers and stack after the call; the stack is
         // copied out (up to its copied length) before the record is released.
-        let (regs, stack) = if item_len >= size_of::<SlowCallStack>() {
-            let header = size_of::<SlowCall>();
+        let (regs, stack, holders) = if item_len >= size_of::<SlowCallStack>() {
+            // SAFETY: a whole SlowCallStack (checked length) starts with the call and the
+            // holders, plain integers; read unaligned.
+            let holders: Holders =
+                unsafe { std::ptr::read_unaligned(item[size_of::<SlowCall>()..].as_ptr().cast()) };
+            let header = size_of::<SlowCall>() + size_of::<Holders>();
             let word = |i: usize| {
                 let at = header + 8 * i;
                 u64::from_ne_bytes(item[at..at + 8].try_into().unwrap_or_default())
@@ -641,9 +726,9 @@ fn read_records(
             let (ip, sp, bp, len) = (word(0), word(1), word(2), word(3));
             let start = header + 32;
             let len = (len as usize).min(unwind::USER_STACK_BYTES);
-            ((ip, sp, bp), item[start..start + len].to_vec())
+            ((ip, sp, bp), item[start..start + len].to_vec(), holders)
         } else {
-            ((0, 0, 0), Vec::new())
+            ((0, 0, 0), Vec::new(), Holders::default())
         };
         drop(item);
         let comm = comm_of(&call.comm);
@@ -654,11 +739,6 @@ fn read_records(
         if call.end_ns < since_ns {
             continue;
         }
-        let (regs, stack) = if item_len >= size_of::<SlowCallStack>() {
-            (regs, stack)
-        } else {
-            ((0, 0, 0), Vec::new())
-        };
         let kernel = addresses(&maps.stacks, call.kernel_stack);
         let user = addresses(&maps.stacks, call.user_stack);
         let process = processes.maps(call.pid, &comm, user.as_deref().unwrap_or_default());
@@ -670,6 +750,7 @@ fn read_records(
             user,
             regs,
             stack,
+            holders,
         });
     }
 }
@@ -706,6 +787,8 @@ mod tests {
                 blocked_ns: slowest / 2,
                 runnable_ns: 0,
                 ret: 1,
+                runnable_by: Vec::new(),
+                runnable_attributed_ns: 0,
             },
             kernel_stack: vec![],
             kernel_note: Some(stack_note(STACK_NOT_TAKEN, false)),
