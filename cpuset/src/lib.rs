@@ -161,7 +161,7 @@ pub mod affinity {
     impl Drop for RestoreOnDrop {
         fn drop(&mut self) {
             if let Err(e) = set(&self.0) {
-                log::warn!("c2c: could not restore the thread's CPU affinity: {e:#}");
+                log::warn!("could not restore the thread's CPU affinity: {e:#}");
             }
         }
     }

@@ -611,9 +611,15 @@ fn measure_run(
     if let Some(s) = &mut session {
         s.reset()?;
     }
-    // --slow: from the reset on, like the counters (what the warm-up left is skipped).
+    // --slow: from the reset on, like the counters (what the warm-up left is skipped). The
+    // collector's threads (reading, unwinding, symbolizing) run on the client CPUs, as the load
+    // generator does: on a server CPU they would be what delays the server (the CPU holders of
+    // its slow calls showed them there).
     let slow = match &mut session {
-        Some(s) => s.start_slow_collector(options.slow_top, crate::slow::monotonic_ns())?,
+        Some(s) => {
+            let _restore = collector_cpus(&options.client_cpus);
+            s.start_slow_collector(options.slow_top, crate::slow::monotonic_ns())?
+        }
         None => None,
     };
     let pids = match &session {
@@ -767,4 +773,24 @@ impl Drop for ProgressTicker {
             let _ = h.join();
         }
     }
+}
+
+/// Sets this thread's CPUs to `cpus` until the guard drops, so that the threads it starts
+/// meanwhile inherit them; `None` (nothing changed) when `cpus` is empty or cannot be set.
+fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop> {
+    use crate::cpus::affinity;
+    if cpus.is_empty() {
+        return None;
+    }
+    let before = affinity::current().ok()?;
+    let mut set = before;
+    // SAFETY: cpu_set_t is plain data; CPU_ZERO and CPU_SET write inside it.
+    unsafe {
+        libc::CPU_ZERO(&mut set);
+        for &cpu in cpus.iter().filter(|&&c| c < affinity::MAX_CPUS) {
+            libc::CPU_SET(cpu, &mut set);
+        }
+    }
+    affinity::set(&set).ok()?;
+    Some(affinity::RestoreOnDrop(before))
 }
