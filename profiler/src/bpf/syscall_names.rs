@@ -7,7 +7,10 @@ use crate::{
     error::SetupError,
 };
 
-/// The set timed when `--syscalls` is not given: what an epoll server spends its time in.
+/// The set timed when `--syscalls` is not given: what an epoll server spends its time in,
+/// accepting, waiting, reading, writing (a fifth of an HTTP server's traced time is `write`)
+/// and closing. Each syscall here costs every process of the machine that calls it the
+/// tracepoint's own cost (docs/BENCHMARKS.md, "the tax"), traced or not.
 pub const DEFAULT_SYSCALLS: &[&str] = &[
     "accept",
     "accept4",
@@ -15,6 +18,10 @@ pub const DEFAULT_SYSCALLS: &[&str] = &[
     "epoll_wait",
     "epoll_pwait",
     "read",
+    "write",
+    "writev",
+    "sendto",
+    "sendmsg",
 ];
 
 /// `first` then `then`, as one array of `N` names.

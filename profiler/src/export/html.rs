@@ -1,4 +1,4 @@
-//! `--report FILE.html`: one self-contained page (inline CSS and SVG, no script, no external asset)
+//! `--export-html FILE.html` (alias `--report`): one self-contained page (inline CSS and SVG, no script, no external asset)
 //! with the report's charts and then every section of the report as tables: QPS per variant with
 //! the spread of runs, baseline against profiled QPS with the interval of the change, the
 //! percentile spectrum of each syscall, calls per request (per second for `attach`), and

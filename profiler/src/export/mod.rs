@@ -371,13 +371,17 @@ pub struct ExportArgs {
     #[arg(long, value_name = "DIR")]
     pub export_hdr: Option<PathBuf>,
     /// Prometheus text exposition format (classic histograms, counters).
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, visible_alias = "export-prometheus", value_name = "FILE")]
     pub export_prom: Option<PathBuf>,
     /// The report's tables as Markdown.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, visible_alias = "export-md", value_name = "FILE")]
     pub export_markdown: Option<PathBuf>,
-    /// A self-contained HTML report with SVG charts.
-    #[arg(long, value_name = "FILE.html")]
+    /// A self-contained HTML report with SVG charts (and a flame graph with --slow).
+    #[arg(
+        long = "export-html",
+        visible_alias = "report",
+        value_name = "FILE.html"
+    )]
     pub report: Option<PathBuf>,
     /// The --slow calls as folded stacks for flame graphs (flamegraph.pl, inferno, speedscope):
     /// `comm;user frames;-;kernel frames;[state] MICROSECONDS`, one line per stack and state
@@ -511,7 +515,7 @@ const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 6] = [
     ("--export-markdown", &markdown::Markdown, |a| {
         a.export_markdown.as_deref()
     }),
-    ("--report", &html::Html, |a| a.report.as_deref()),
+    ("--export-html", &html::Html, |a| a.report.as_deref()),
     ("--export-folded", &folded::Folded, |a| {
         a.export_folded.as_deref()
     }),

@@ -235,12 +235,10 @@ fn load_summary(runs: &[&RunResult]) -> LoadSummary {
     }
 }
 
-/// Syscalls `profiler run` times by default: the default set plus what the reference's full
-/// strace table shows (write, epoll_ctl, fcntl).
-pub const RUN_SYSCALLS: &[&str] = &crate::bpf::syscall_names::concat::<9>(
-    crate::bpf::DEFAULT_SYSCALLS,
-    &["write", "epoll_ctl", "fcntl"],
-);
+/// Syscalls `profiler run` times by default: the default set (writes included) plus what the
+/// reference's full strace table shows besides (epoll_ctl, fcntl).
+pub const RUN_SYSCALLS: &[&str] =
+    &crate::bpf::syscall_names::concat::<12>(crate::bpf::DEFAULT_SYSCALLS, &["epoll_ctl", "fcntl"]);
 
 /// One part of an experiment: the same load against every variant, `runs` times.
 #[derive(Clone, Debug)]
@@ -434,7 +432,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                     scenarios.push(result);
                     break 'scenarios;
                 }
-                progress.start_run(&spec.title, variant, kind, number);
+                progress.start_run(&spec.title, variant, kind, number, spec.stop);
                 match measure_run(
                     options,
                     spec,
@@ -452,6 +450,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                         break 'scenarios;
                     }
                     Ok(Some(run)) => {
+                        progress.finished_run(&run);
                         if vr.failure.is_none()
                             && let Some(why) = too_many_failures(&run)
                         {
@@ -687,13 +686,29 @@ fn settled_snapshot(session: &Session) -> Result<Snapshot> {
     }
 }
 
-/// The progress bar on stderr (hidden when stderr is not a terminal).
+/// Progress on stderr: a bar on a terminal; otherwise (a pipe, a log file, CI) a line per
+/// finished run, so that a long experiment is never silent.
 struct Progress {
     bar: indicatif::ProgressBar,
+    /// stderr is not a terminal: print a line per finished run.
+    lines: bool,
+    /// Runs finished and planned, for the lines.
+    done: std::cell::Cell<u32>,
+    planned: u32,
+    current: std::cell::RefCell<String>,
 }
 
 impl Progress {
     fn new(options: &RunOptions) -> Self {
+        let planned = options
+            .scenarios
+            .iter()
+            .map(|s| {
+                let per_variant = s.runs * (1 + u32::from(s.baseline) + u32::from(s.strace));
+                let variants = s.variants.as_ref().map_or(options.variants.len(), Vec::len);
+                per_variant * variants as u32
+            })
+            .sum();
         let bar = if options.progress {
             indicatif::ProgressBar::with_draw_target(
                 Some(0),
@@ -704,18 +719,51 @@ impl Progress {
         };
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} {msg:40} [{bar:30}] {pos}/{len} {per_sec}",
+                "{spinner} {msg:40} [{bar:30}] {pos}/{len} {rate} {eta}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "rate",
+                |state: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let _ = write!(w, "{:.0}/s", state.per_sec());
+                },
+            )
             .progress_chars("=> "),
         );
-        Self { bar }
+        Self {
+            bar,
+            lines: !options.progress,
+            done: std::cell::Cell::new(0),
+            planned,
+            current: std::cell::RefCell::new(String::new()),
+        }
     }
 
-    fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32) {
+    fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32, stop: Stop) {
+        let what = format!("{title}: {variant} {} {number}", kind.name());
+        // The length is known before the load starts (the bar said 0/0 through the warm-up).
+        self.bar.set_length(match stop {
+            Stop::Requests(n) => n,
+            Stop::Duration(d) => d.as_millis() as u64,
+        });
         self.bar.set_position(0);
-        self.bar
-            .set_message(format!("{title}: {variant} {} {number}", kind.name()));
+        self.bar.set_message(what.clone());
+        *self.current.borrow_mut() = what;
+    }
+
+    /// Without a terminal: "[3/24] 10000 requests, ...: lt profiled 1: 11768 QPS in 0.85 s".
+    fn finished_run(&self, run: &RunResult) {
+        self.done.set(self.done.get() + 1);
+        if self.lines {
+            crate::errln!(
+                "[{}/{}] {}: {:.0} QPS in {:.2} s",
+                self.done.get(),
+                self.planned.max(self.done.get()),
+                self.current.borrow(),
+                run.load.qps(),
+                run.load.elapsed.as_secs_f64()
+            );
+        }
     }
 
     /// Moves the bar with the load generator's counter until the returned guard is dropped.
