@@ -165,9 +165,20 @@ fn baseline_and_strace_runs_produce_their_columns() {
         "strace close per request {per_request} ({} calls)",
         close.calls
     );
+    // The baseline run has the server's CPU time too: the profiler's cost per request is a
+    // paired change beside the QPS one (the kernel programs run in the server's context, so
+    // the profiled run cannot use less CPU per request by more than noise).
+    assert!(baseline.server_cpu.is_some_and(|c| c.on_cpu_ns > 0));
+    let change = lt
+        .paired_change(RunKind::Profiled, RunKind::Baseline)
+        .expect("a profiled/baseline pair");
+    let (profiled_ns, baseline_ns) = change.cpu_per_request_ns.expect("CPU per request");
+    assert!(profiled_ns > 0.0 && baseline_ns > 0.0);
+    assert!(change.cpu_per_request.is_some());
     let metadata = profiler::export::Metadata::collect("run");
     let report = run::report::render(&experiment, &opts, &metadata);
     assert!(report.contains("Profiler overhead"), "{report}");
+    assert!(report.contains("server CPU/req change"), "{report}");
     assert!(
         report.contains("strace -f -c against the kernel"),
         "{report}"

@@ -413,19 +413,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 runs: Vec::new(),
                 failure: None,
             };
-            // Interleaved: profiled run i, then baseline run i, then strace run i, so that
-            // the machine's drift over the experiment is not read as the profiler's cost.
-            let mut plan: Vec<(RunKind, u32)> = Vec::new();
-            for r in 1..=spec.runs {
-                plan.push((RunKind::Profiled, r));
-                if spec.baseline {
-                    plan.push((RunKind::Baseline, r));
-                }
-                if spec.strace {
-                    plan.push((RunKind::Strace, r));
-                }
-            }
-            for (kind, number) in plan {
+            for (kind, number) in run_plan(spec.runs, spec.baseline, spec.strace) {
                 if interrupted.load(Ordering::Relaxed) {
                     stopped_early = Some("interrupted".to_owned());
                     result.variants.push(vr);
@@ -823,6 +811,29 @@ impl Drop for ProgressTicker {
     }
 }
 
+/// The order of one variant's runs. Interleaved, so that the machine's drift over the
+/// experiment is not read as the profiler's cost: pair i is profiled run i and baseline run i
+/// back to back, in ABBA order (profiled first in odd pairs, baseline first in even ones), so
+/// that neither kind always follows the other's teardown; strace run i after the pair.
+#[must_use]
+pub fn run_plan(runs: u32, baseline: bool, strace: bool) -> Vec<(RunKind, u32)> {
+    let mut plan = Vec::new();
+    for r in 1..=runs {
+        if baseline && r % 2 == 0 {
+            plan.extend([(RunKind::Baseline, r), (RunKind::Profiled, r)]);
+        } else {
+            plan.push((RunKind::Profiled, r));
+            if baseline {
+                plan.push((RunKind::Baseline, r));
+            }
+        }
+        if strace {
+            plan.push((RunKind::Strace, r));
+        }
+    }
+    plan
+}
+
 /// Sets this thread's CPUs to `cpus` until the guard drops, so that the threads it starts
 /// meanwhile inherit them; `None` (nothing changed) when `cpus` is empty or cannot be set.
 fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop> {
@@ -841,4 +852,33 @@ fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop
     }
     affinity::set(&set).ok()?;
     Some(affinity::RestoreOnDrop(before))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pairs alternate which kind goes first (ABBA), strace after each pair.
+    #[test]
+    fn baseline_pairs_alternate_their_order() {
+        use RunKind::{Baseline as B, Profiled as P, Strace as S};
+        assert_eq!(
+            run_plan(4, true, false),
+            vec![
+                (P, 1),
+                (B, 1),
+                (B, 2),
+                (P, 2),
+                (P, 3),
+                (B, 3),
+                (B, 4),
+                (P, 4)
+            ]
+        );
+        assert_eq!(
+            run_plan(2, true, true),
+            vec![(P, 1), (B, 1), (S, 1), (B, 2), (P, 2), (S, 2)]
+        );
+        assert_eq!(run_plan(2, false, false), vec![(P, 1), (P, 2)]);
+    }
 }

@@ -188,6 +188,12 @@ pub struct PairedChange {
     pub p50: MedianInterval,
     /// p99 latency change, %.
     pub p99: MedianInterval,
+    /// Change of the server's on-CPU time per finished request (schedstat, exact), %: what
+    /// the programs running in the server's own context add, a far quieter witness of the
+    /// profiler's cost than QPS on a shared machine. `None` without CPU times on both sides.
+    pub cpu_per_request: Option<MedianInterval>,
+    /// Median on-CPU ns per request of the `of` runs and of the `relative_to` runs.
+    pub cpu_per_request_ns: Option<(f64, f64)>,
 }
 
 impl VariantResult {
@@ -215,6 +221,22 @@ impl VariantResult {
         };
         let quantile = |q: f64| move |r: &RunResult| r.load.latency.value_at_quantile(q) as f64;
         let qps = |r: &RunResult| r.load.qps();
+        let cpu = |r: &RunResult| {
+            let requests = r.requests_finished();
+            r.server_cpu
+                .filter(|c| c.on_cpu_ns > 0 && requests > 0)
+                .map(|c| c.on_cpu_ns as f64 / requests as f64)
+        };
+        let cpu_pairs: Vec<(f64, f64)> = pairs
+            .iter()
+            .filter_map(|(a, b)| Some((cpu(a)?, cpu(b)?)))
+            .collect();
+        let cpu_changes: Vec<f64> = cpu_pairs.iter().map(|&(a, b)| change(a, b)).collect();
+        let cpu_medians = (!cpu_pairs.is_empty()).then(|| {
+            let of: Vec<f64> = cpu_pairs.iter().map(|p| p.0).collect();
+            let to: Vec<f64> = cpu_pairs.iter().map(|p| p.1).collect();
+            (crate::samples::median(&of), crate::samples::median(&to))
+        });
         Some(PairedChange {
             of,
             relative_to,
@@ -226,6 +248,8 @@ impl VariantResult {
             qps: MedianInterval::of(&changes(&qps))?,
             p50: MedianInterval::of(&changes(&quantile(0.5)))?,
             p99: MedianInterval::of(&changes(&quantile(0.99)))?,
+            cpu_per_request: MedianInterval::of(&cpu_changes),
+            cpu_per_request_ns: cpu_medians,
         })
     }
 }

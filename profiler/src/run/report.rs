@@ -728,6 +728,7 @@ fn paired_section(
         "QPS change [95% CI]".to_owned(),
         "p50 change [95% CI]".to_owned(),
         "p99 change [95% CI]".to_owned(),
+        "server CPU/req change [95% CI]".to_owned(),
         "QPS verdict".to_owned(),
     ]);
     for v in s.variants.iter().filter(|v| v.failure.is_none()) {
@@ -742,6 +743,15 @@ fn paired_section(
             change_cell(&c.qps),
             change_cell(&c.p50),
             change_cell(&c.p99),
+            match (&c.cpu_per_request, c.cpu_per_request_ns) {
+                (Some(i), Some((of_ns, to_ns))) => format!(
+                    "{} ({} → {})",
+                    change_cell(i),
+                    duration_ns(to_ns),
+                    duration_ns(of_ns)
+                ),
+                _ => "-".to_owned(),
+            },
             verdict(&c.qps).to_owned(),
         ]);
     }
@@ -754,7 +764,7 @@ fn paired_section(
 }
 
 /// How the paired changes are computed, under each paired table.
-const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0.";
+const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back, in ABBA order: the profiled run first in odd pairs, second in even ones), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0. Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
 
 /// "-1.2% [-3.0, +0.8]": a median change and its interval, in percent.
 fn change_cell(i: &crate::samples::MedianInterval) -> String {
