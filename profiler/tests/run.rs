@@ -598,6 +598,7 @@ fn every_section_of_the_report_is_in_every_format() {
         "Server CPU",
         "mp workers (SO_REUSEPORT distribution; 2 workers",
         "Side by side",
+        "Variants against lt",
         "Profiler overhead",
         "strace -f -c against the kernel's timing",
         "strace's own cost",
@@ -659,8 +660,22 @@ fn every_section_of_the_report_is_in_every_format() {
         assert!(md.contains(note), "Markdown lacks {note}");
         assert!(html.contains(note), "HTML lacks {note}");
     }
-    // The comparisons as numbers: two pairs per variant, against the baseline and under strace.
+    // The comparisons as numbers: two pairs per variant, against the baseline and under strace;
+    // and mp against lt (the first variant), over their baseline runs, with the same figures
+    // as the report's "Variants against lt" table.
     let comparisons = data["comparisons"].as_array().unwrap();
+    let mp_vs_lt = comparisons
+        .iter()
+        .find(|c| c["variant"] == "mp" && c["reference"] == "lt")
+        .expect("mp against lt in the JSON");
+    assert_eq!(mp_vs_lt["of"], "baseline", "{mp_vs_lt}");
+    assert_eq!(mp_vs_lt["pairs"], 2, "{mp_vs_lt}");
+    let qps_change = format!("{:+.1}%", mp_vs_lt["qps"]["median"].as_f64().unwrap());
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("mp ") && l.contains("baseline") && l.contains(&qps_change)),
+        "the report's mp row shows the JSON's change {qps_change}: {text}"
+    );
     for (of, relative_to) in [("profiled", "baseline"), ("strace", "profiled")] {
         for variant in ["lt", "mp"] {
             let c = comparisons

@@ -89,7 +89,7 @@ pub fn render(data: &ExportData) -> String {
     let baselines: Vec<&Comparison> = data
         .comparisons
         .iter()
-        .filter(|c| c.change.relative_to == RunKind::Baseline)
+        .filter(|c| c.reference.is_none() && c.change.relative_to == RunKind::Baseline)
         .collect();
     if !baselines.is_empty() {
         out.push_str("<h2>Profiled against baseline QPS</h2>\n");

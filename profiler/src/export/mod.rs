@@ -160,6 +160,10 @@ pub struct Comparison {
     pub variant: String,
     /// Concurrency of the scenario.
     pub concurrency: usize,
+    /// Set for a comparison between variants: the variant `variant` is compared with (the
+    /// first one of the run); `None` for a variant's profiled/baseline or strace/profiled runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reference: Option<String>,
     /// The pairs and the changes with their intervals.
     #[serde(flatten)]
     pub change: PairedChange,

@@ -176,6 +176,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     comparisons.push(Comparison {
                         variant: v.variant.to_string(),
                         concurrency: scenario.concurrency,
+                        reference: None,
                         change,
                     });
                 }
@@ -192,6 +193,18 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     strace_ns_per_call: row.ns_per_call(),
                     strace_calls: row.calls,
                     syscall: row.syscall,
+                });
+            }
+        }
+    }
+    for scenario in &experiment.scenarios {
+        for (v, reference) in report::against_reference(scenario) {
+            if let Some(change) = v.against(reference) {
+                comparisons.push(Comparison {
+                    variant: v.variant.to_string(),
+                    concurrency: scenario.concurrency,
+                    reference: Some(reference.variant.to_string()),
+                    change,
                 });
             }
         }
@@ -407,65 +420,89 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 .contains(&Variant::Mp)
                 .then(|| options.mp_workers(spec)),
         };
-        for variant in variants {
-            let mut vr = VariantResult {
+        // Variants take turns run by run (lt 1, et 1, lt 2, et 2, ...), the first of each
+        // round rotating, so that a disturbance of the machine hits every variant alike and
+        // run i of two variants were made next to each other (they are compared in pairs).
+        let mut results: Vec<VariantResult> = variants
+            .iter()
+            .map(|&variant| VariantResult {
                 variant,
                 runs: Vec::new(),
                 failure: None,
-            };
-            for (kind, number) in run_plan(spec.runs, spec.baseline, spec.strace) {
-                if interrupted.load(Ordering::Relaxed) {
-                    stopped_early = Some("interrupted".to_owned());
-                    result.variants.push(vr);
-                    scenarios.push(result);
-                    break 'scenarios;
+            })
+            .collect();
+        let mut finished = vec![false; variants.len()];
+        let plan = run_plan(spec.runs, spec.baseline, spec.strace);
+        let mut stopped = false;
+        'rounds: for round in 1..=spec.runs {
+            for turn in 0..variants.len() {
+                let i = (turn + round as usize - 1) % variants.len();
+                if finished[i] {
+                    continue;
                 }
-                progress.start_run(&spec.title, variant, kind, number, spec.stop);
-                match measure_run(
-                    options,
-                    spec,
-                    variant,
-                    kind,
-                    number,
-                    &progress,
-                    &interrupted,
-                ) {
-                    Ok(None) => {
-                        // Interrupted: the run in progress is not a run that was asked for.
-                        stopped_early = Some("interrupted".to_owned());
-                        result.variants.push(vr);
-                        scenarios.push(result);
-                        break 'scenarios;
+                let variant = variants[i];
+                let vr = &mut results[i];
+                for &(kind, number) in plan.iter().filter(|(_, n)| *n == round) {
+                    if interrupted.load(Ordering::Relaxed) {
+                        stopped = true;
+                        break 'rounds;
                     }
-                    Ok(Some(run)) => {
-                        progress.finished_run(&run);
-                        if vr.failure.is_none()
-                            && let Some(why) = too_many_failures(&run)
-                        {
-                            progress.println(&format!("warning: {variant}: {why}"));
-                            vr.failure = Some(why);
+                    progress.start_run(&spec.title, variant, kind, number, spec.stop);
+                    match measure_run(
+                        options,
+                        spec,
+                        variant,
+                        kind,
+                        number,
+                        &progress,
+                        &interrupted,
+                    ) {
+                        Ok(None) => {
+                            // Interrupted: the run in progress is not a run that was asked for.
+                            stopped = true;
+                            break 'rounds;
                         }
-                        if let Some(how) = &run.server_died {
-                            vr.failure = Some(format!(
-                                "the server {how} during {} run {number}",
-                                kind.name()
-                            ));
+                        Ok(Some(run)) => {
+                            progress.finished_run(&run);
+                            if vr.failure.is_none()
+                                && let Some(why) = too_many_failures(&run)
+                            {
+                                progress.println(&format!("warning: {variant}: {why}"));
+                                vr.failure = Some(why);
+                            }
+                            if let Some(how) = &run.server_died {
+                                vr.failure = Some(format!(
+                                    "the server {how} during {} run {number}",
+                                    kind.name()
+                                ));
+                            }
+                            let died = run.server_died.is_some();
+                            vr.runs.push(run);
+                            if died {
+                                finished[i] = true;
+                                break;
+                            }
                         }
-                        let died = run.server_died.is_some();
-                        vr.runs.push(run);
-                        if died {
+                        Err(e) => {
+                            let message = format!("{} run {number}: {e:#}", kind.name());
+                            progress.println(&format!("warning: {variant}: {message}"));
+                            vr.failure = Some(message);
+                            finished[i] = true;
                             break;
                         }
                     }
-                    Err(e) => {
-                        let message = format!("{} run {number}: {e:#}", kind.name());
-                        progress.println(&format!("warning: {variant}: {message}"));
-                        vr.failure = Some(message);
-                        break;
-                    }
                 }
             }
-            result.variants.push(vr);
+        }
+        // Interrupted: the variants that had begun (a variant not yet run is not a result).
+        result.variants = results
+            .into_iter()
+            .filter(|v| !stopped || !v.runs.is_empty() || v.failure.is_some())
+            .collect();
+        if stopped {
+            stopped_early = Some("interrupted".to_owned());
+            scenarios.push(result);
+            break 'scenarios;
         }
         scenarios.push(result);
     }

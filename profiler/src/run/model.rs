@@ -130,7 +130,7 @@ pub struct VariantResult {
 
 impl VariantResult {
     /// The runs of one kind.
-    pub fn of_kind(&self, kind: RunKind) -> impl Iterator<Item = &RunResult> {
+    pub fn of_kind(&self, kind: RunKind) -> impl Iterator<Item = &RunResult> + Clone {
         self.runs.iter().filter(move |r| r.kind == kind)
     }
 
@@ -201,57 +201,101 @@ impl VariantResult {
     /// complete pair.
     #[must_use]
     pub fn paired_change(&self, of: RunKind, relative_to: RunKind) -> Option<PairedChange> {
-        let alive = |kind: RunKind| {
-            self.of_kind(kind)
-                .filter(|r| r.server_died.is_none() && r.load.requests > 0)
-        };
-        let pairs: Vec<(&RunResult, &RunResult)> = alive(of)
-            .filter_map(|a| alive(relative_to).find(|b| b.run == a.run).map(|b| (a, b)))
-            .collect();
-        if pairs.is_empty() {
-            return None;
-        }
-        let change = |with: f64, without: f64| 100.0 * (with - without) / without;
-        let changes = |f: &dyn Fn(&RunResult) -> f64| -> Vec<f64> {
-            pairs
-                .iter()
-                .filter(|(_, b)| f(b) > 0.0)
-                .map(|(a, b)| change(f(a), f(b)))
-                .collect()
-        };
-        let quantile = |q: f64| move |r: &RunResult| r.load.latency.value_at_quantile(q) as f64;
-        let qps = |r: &RunResult| r.load.qps();
-        let cpu = |r: &RunResult| {
-            let requests = r.requests_finished();
-            r.server_cpu
-                .filter(|c| c.on_cpu_ns > 0 && requests > 0)
-                .map(|c| c.on_cpu_ns as f64 / requests as f64)
-        };
-        let cpu_pairs: Vec<(f64, f64)> = pairs
-            .iter()
-            .filter_map(|(a, b)| Some((cpu(a)?, cpu(b)?)))
-            .collect();
-        let cpu_changes: Vec<f64> = cpu_pairs.iter().map(|&(a, b)| change(a, b)).collect();
-        let cpu_medians = (!cpu_pairs.is_empty()).then(|| {
-            let of: Vec<f64> = cpu_pairs.iter().map(|p| p.0).collect();
-            let to: Vec<f64> = cpu_pairs.iter().map(|p| p.1).collect();
-            (crate::samples::median(&of), crate::samples::median(&to))
-        });
-        Some(PairedChange {
+        paired(
+            &self.alive(of).collect::<Vec<_>>(),
+            &self.alive(relative_to).collect::<Vec<_>>(),
             of,
             relative_to,
-            pairs: pairs.len(),
-            qps_of: crate::samples::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
-            qps_relative_to: crate::samples::median(
-                &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
-            ),
-            qps: MedianInterval::of(&changes(&qps))?,
-            p50: MedianInterval::of(&changes(&quantile(0.5)))?,
-            p99: MedianInterval::of(&changes(&quantile(0.99)))?,
-            cpu_per_request: MedianInterval::of(&cpu_changes),
-            cpu_per_request_ns: cpu_medians,
-        })
+        )
     }
+
+    /// This variant against `reference`, run i against run i (the variants take turns, so
+    /// those were made next to each other): their baseline runs where both have them (nothing
+    /// attached), else their profiled runs. `None` without a complete pair.
+    #[must_use]
+    pub fn against(&self, reference: &VariantResult) -> Option<PairedChange> {
+        let kind = if self.alive(RunKind::Baseline).next().is_some()
+            && reference.alive(RunKind::Baseline).next().is_some()
+        {
+            RunKind::Baseline
+        } else {
+            RunKind::Profiled
+        };
+        paired(
+            &self.alive(kind).collect::<Vec<_>>(),
+            &reference.alive(kind).collect::<Vec<_>>(),
+            kind,
+            kind,
+        )
+    }
+
+    /// Runs of `kind` that completed with a live server.
+    fn alive(&self, kind: RunKind) -> impl Iterator<Item = &RunResult> + Clone {
+        self.of_kind(kind)
+            .filter(|r| r.server_died.is_none() && r.load.requests > 0)
+    }
+}
+
+/// `of` runs against `relative_to` runs of the same number: each pair's change, as a median
+/// with its 95% interval.
+fn paired(
+    of_runs: &[&RunResult],
+    relative_runs: &[&RunResult],
+    of: RunKind,
+    relative_to: RunKind,
+) -> Option<PairedChange> {
+    let pairs: Vec<(&RunResult, &RunResult)> = of_runs
+        .iter()
+        .filter_map(|&a| {
+            relative_runs
+                .iter()
+                .find(|b| b.run == a.run)
+                .map(|&b| (a, b))
+        })
+        .collect();
+    if pairs.is_empty() {
+        return None;
+    }
+    let change = |with: f64, without: f64| 100.0 * (with - without) / without;
+    let changes = |f: &dyn Fn(&RunResult) -> f64| -> Vec<f64> {
+        pairs
+            .iter()
+            .filter(|(_, b)| f(b) > 0.0)
+            .map(|(a, b)| change(f(a), f(b)))
+            .collect()
+    };
+    let quantile = |q: f64| move |r: &RunResult| r.load.latency.value_at_quantile(q) as f64;
+    let qps = |r: &RunResult| r.load.qps();
+    let cpu = |r: &RunResult| {
+        let requests = r.requests_finished();
+        r.server_cpu
+            .filter(|c| c.on_cpu_ns > 0 && requests > 0)
+            .map(|c| c.on_cpu_ns as f64 / requests as f64)
+    };
+    let cpu_pairs: Vec<(f64, f64)> = pairs
+        .iter()
+        .filter_map(|(a, b)| Some((cpu(a)?, cpu(b)?)))
+        .collect();
+    let cpu_changes: Vec<f64> = cpu_pairs.iter().map(|&(a, b)| change(a, b)).collect();
+    let cpu_medians = (!cpu_pairs.is_empty()).then(|| {
+        let of: Vec<f64> = cpu_pairs.iter().map(|p| p.0).collect();
+        let to: Vec<f64> = cpu_pairs.iter().map(|p| p.1).collect();
+        (crate::samples::median(&of), crate::samples::median(&to))
+    });
+    Some(PairedChange {
+        of,
+        relative_to,
+        pairs: pairs.len(),
+        qps_of: crate::samples::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
+        qps_relative_to: crate::samples::median(
+            &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
+        ),
+        qps: MedianInterval::of(&changes(&qps))?,
+        p50: MedianInterval::of(&changes(&quantile(0.5)))?,
+        p99: MedianInterval::of(&changes(&quantile(0.99)))?,
+        cpu_per_request: MedianInterval::of(&cpu_changes),
+        cpu_per_request_ns: cpu_medians,
+    })
 }
 
 /// The sum of the histograms given (those present), or `None` when there are none.

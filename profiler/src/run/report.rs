@@ -114,6 +114,7 @@ fn part(s: &ScenarioResult) -> Part {
     sections.extend(cpu_section(s));
     sections.extend(workers_sections(s));
     sections.extend(side_by_side(s));
+    sections.extend(variants_section(s));
     sections.extend(baseline_section(s));
     sections.extend(strace_sections(s));
     sections.extend(slow_sections(s));
@@ -701,6 +702,63 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
         }
     }));
     Some(Section::new("Side by side", table))
+}
+
+/// Each variant with its reference (the first variant of the scenario that did not fail),
+/// for the comparisons between variants.
+pub(crate) fn against_reference(s: &ScenarioResult) -> Vec<(&VariantResult, &VariantResult)> {
+    let mut ok = s.variants.iter().filter(|v| v.failure.is_none());
+    let Some(reference) = ok.next() else {
+        return Vec::new();
+    };
+    ok.map(|v| (v, reference)).collect()
+}
+
+/// Every variant against the first: is the difference real? Run i of each variant was made
+/// next to the other's run i (the variants take turns), so they are compared in pairs, with
+/// the same medians, intervals and verdicts as the overhead table.
+fn variants_section(s: &ScenarioResult) -> Option<Section> {
+    let pairs = against_reference(s);
+    let reference = pairs.first()?.1;
+    let mut table = Table::new([
+        "variant",
+        "pairs",
+        "runs",
+        "QPS",
+        "reference QPS",
+        "QPS change [95% CI]",
+        "p50 change [95% CI]",
+        "p99 change [95% CI]",
+        "verdict",
+    ]);
+    for (v, r) in &pairs {
+        let Some(c) = v.against(r) else { continue };
+        table.row([
+            v.variant.to_string(),
+            c.pairs.to_string(),
+            c.of.name().to_owned(),
+            format!("{:.0}", c.qps_of),
+            format!("{:.0}", c.qps_relative_to),
+            change_cell(&c.qps),
+            change_cell(&c.p50),
+            change_cell(&c.p99),
+            verdict(&c.qps).to_owned(),
+        ]);
+    }
+    if table.is_empty() {
+        return None;
+    }
+    let mut section = Section::new(
+        format!(
+            "Variants against {} (run i of each made next to the other's; QPS and latency changes in % of {})",
+            reference.variant, reference.variant
+        ),
+        table,
+    );
+    section.notes.push(
+        "Each change is the median over the pairs of runs with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0, \"faster\" or \"slower\" in QPS otherwise. The runs compared are the baseline runs (nothing attached) when there are, else the profiled ones.".to_owned(),
+    );
+    Some(section)
 }
 
 fn baseline_section(s: &ScenarioResult) -> Option<Section> {
