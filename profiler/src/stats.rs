@@ -752,6 +752,7 @@ mod tests {
             variant: Some("lt".into()),
             concurrency: Some(1),
             run: Some(1),
+            server_cpus: None,
             syscalls: Snapshot::default(),
             load: Some(crate::export::LoadSummary {
                 requests: 100,

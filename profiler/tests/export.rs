@@ -109,7 +109,10 @@ fn csv_has_a_header_and_one_row_per_variant_run_syscall() {
     let out = text(&Csv, &data);
     let lines: Vec<&str> = out.lines().collect();
     let header: Vec<&str> = lines[0].split(',').collect();
-    assert_eq!(header[..4], ["variant", "concurrency", "run", "syscall"]);
+    assert_eq!(
+        header[..5],
+        ["variant", "concurrency", "run", "server_cpus", "syscall"]
+    );
     let rows = &lines[1..];
     let expected: usize = data
         .measurements
@@ -272,7 +275,7 @@ fn prometheus_buckets_are_cumulative_and_inf_equals_count() {
     let m = data.summaries()[0];
     for s in &m.syscalls.syscalls {
         let prefix = format!(
-            "syscall_profiler_syscall_latency_seconds_bucket{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\"",
+            "syscall_profiler_syscall_latency_seconds_bucket{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\",server_cpus=\"0\"",
             s.name
         );
         let buckets = buckets_of(&out, &prefix);
@@ -280,7 +283,7 @@ fn prometheus_buckets_are_cumulative_and_inf_equals_count() {
         assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");
         assert_eq!(buckets.last().unwrap(), &("+Inf".to_owned(), s.calls));
         let errors = format!(
-            "syscall_profiler_syscall_errors_total{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\",errno=\"EAGAIN\"}} {}",
+            "syscall_profiler_syscall_errors_total{{syscall=\"{}\",variant=\"lt\",concurrency=\"10\",server_cpus=\"0\",errno=\"EAGAIN\"}} {}",
             s.name, s.errors.0[0]
         );
         assert!(out.contains(&errors), "missing {errors}");

@@ -191,6 +191,83 @@ fn baseline_and_strace_runs_produce_their_columns() {
     );
 }
 
+/// A CPU-set sweep ends with one verdict table over the sets, and every measurement names its
+/// CPU set in JSON and CSV (the HTML used to average a CPU-0 run with a CPU-0-1 run in one bar).
+#[test]
+fn a_cpu_set_sweep_is_never_pooled_and_ends_with_a_verdict_per_set() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let (json, csv) = (dir.path().join("r.json"), dir.path().join("r.csv"));
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args([
+            "run",
+            "--variants",
+            "lt,et",
+            "--server-cpus",
+            "0",
+            "--server-cpus",
+            "0-1",
+            "--concurrency",
+            "1",
+            "--runs",
+            "2",
+            "--requests",
+            "300",
+            "--warmup",
+            "50",
+            "--export-json",
+        ])
+        .arg(&json)
+        .arg("--export-csv")
+        .arg(&csv)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdicts = text
+        .split("Does the CPU count change the verdict?")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no verdict table across CPU sets: {text}"));
+    for set in ["0", "0-1"] {
+        assert!(
+            verdicts
+                .lines()
+                .any(|l| l.contains(" et ") && l.split_whitespace().any(|w| w == set)),
+            "no et row for CPUs {set}: {verdicts}"
+        );
+    }
+    // Server CPUs 0-1 include the load generator's CPU on this 2-CPU machine: said so.
+    assert!(text.contains("the load generator runs on CPU"), "{text}");
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let sets: std::collections::BTreeSet<&str> = data["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            m["server_cpus"]
+                .as_str()
+                .expect("every measurement names its CPUs")
+        })
+        .collect();
+    assert_eq!(sets, ["0", "0-1"].into_iter().collect());
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let column = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .position(|c| c == "server_cpus")
+        .expect("a server_cpus column");
+    for line in lines {
+        let cpus = line.split(',').nth(column).unwrap();
+        assert!(["0", "0-1"].contains(&cpus), "{line}");
+    }
+}
+
 /// A `--server-bin` wrapper that starts a helper of its own before exec'ing the server used to
 /// leave the helper running after the run: the server's whole process group goes with it now.
 #[test]

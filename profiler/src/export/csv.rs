@@ -17,7 +17,7 @@ pub struct Csv;
 /// each), then the load's, so a row and its header cannot disagree.
 #[must_use]
 pub fn columns() -> Vec<String> {
-    let mut columns: Vec<String> = ["variant", "concurrency", "run", "syscall"]
+    let mut columns: Vec<String> = ["variant", "concurrency", "run", "server_cpus", "syscall"]
         .map(String::from)
         .to_vec();
     columns.extend(syscall_figures().into_iter().map(|f| f.key));
@@ -41,6 +41,7 @@ impl Exporter for Csv {
                     m.variant.as_deref().map(quote).unwrap_or_default(),
                     opt(m.concurrency),
                     opt(m.run),
+                    m.server_cpus.as_deref().map(quote).unwrap_or_default(),
                     quote(&s.name),
                 ];
                 row.extend(figures.iter().map(|f| (f.value)(s).to_string()));
@@ -89,7 +90,7 @@ mod tests {
     fn rows_match_the_header() {
         assert_eq!(
             columns().join(","),
-            "variant,concurrency,run,syscall,calls,errors,errors_eagain,errors_eintr,\
+            "variant,concurrency,run,server_cpus,syscall,calls,errors,errors_eagain,errors_eintr,\
              errors_econnreset,errors_epipe,errors_ebadf,errors_other,errors_erestart,total_ns,\
              mean_ns,min_ns,max_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,dropped,calls_per_request,\
              requests,qps,partial,failure"

@@ -86,6 +86,8 @@ struct MeasurementJson<'a> {
     variant: Option<&'a str>,
     concurrency: Option<usize>,
     run: Option<u32>,
+    /// `run`: the CPUs the server ran on ("0-1", "any"); null for `attach`.
+    server_cpus: Option<&'a str>,
     failure: Option<&'a str>,
     load: Option<LoadJson<'a>>,
     syscalls: Vec<SyscallJson<'a>>,
@@ -103,6 +105,7 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             variant: m.variant.as_deref(),
             concurrency: m.concurrency,
             run: m.run,
+            server_cpus: m.server_cpus.as_deref(),
             failure: m.failure.as_deref(),
             load: m.load.as_ref().map(LoadJson::from),
             syscalls: {

@@ -119,6 +119,9 @@ pub struct Measurement {
     pub concurrency: Option<usize>,
     /// Run number from 1; `None` for the aggregate over runs, and for `attach`.
     pub run: Option<u32>,
+    /// The CPUs the server ran on, as a kernel CPU list ("0-1"; "any" unpinned); `None` for
+    /// `attach`. Measurements on different CPU sets are never pooled.
+    pub server_cpus: Option<String>,
     /// What the kernel programs measured.
     pub syscalls: Snapshot,
     /// What the load generator measured (`run` only).
@@ -197,6 +200,7 @@ impl ExportData {
                 variant: None,
                 concurrency: None,
                 run: None,
+                server_cpus: None,
                 syscalls,
                 load: None,
                 failure: None,
@@ -288,6 +292,9 @@ impl Measurement {
         if let Some(c) = self.concurrency {
             out.push_str(&format!(" c={c}"));
         }
+        if let Some(cpus) = &self.server_cpus {
+            out.push_str(&format!(" CPUs {cpus}"));
+        }
         match self.run {
             Some(r) => out.push_str(&format!(" run {r}")),
             None if self.variant.is_some() => out.push_str(" (all runs)"),
@@ -299,7 +306,9 @@ impl Measurement {
     /// Whether `other` is a measurement of the same variant and concurrency.
     #[must_use]
     pub fn same_group(&self, other: &Self) -> bool {
-        self.variant == other.variant && self.concurrency == other.concurrency
+        self.variant == other.variant
+            && self.concurrency == other.concurrency
+            && self.server_cpus == other.server_cpus
     }
 
     /// Calls of `syscall` per finished request ([`crate::stats::calls_per_request`]), when the

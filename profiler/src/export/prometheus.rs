@@ -339,6 +339,9 @@ fn group_labels(m: &Measurement) -> String {
     if let Some(r) = m.run {
         parts.push(format!("run=\"{r}\""));
     }
+    if let Some(cpus) = &m.server_cpus {
+        parts.push(format!("server_cpus=\"{}\"", escape(cpus)));
+    }
     parts.join(",")
 }
 

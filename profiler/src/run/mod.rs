@@ -122,6 +122,16 @@ fn settings(metadata: &mut Metadata, options: &RunOptions) {
     }
 }
 
+/// A CPU set as the kernel writes it ("0-1,4"), or "any" for an unpinned side.
+#[must_use]
+pub fn cpu_list(cpus: &[usize]) -> String {
+    if cpus.is_empty() {
+        "any".to_owned()
+    } else {
+        crate::cpus::format_cpu_list(cpus)
+    }
+}
+
 /// Every profiled run as a measurement, plus one aggregate per (scenario, variant).
 #[must_use]
 pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
@@ -141,6 +151,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     variant: Some(v.variant.to_string()),
                     concurrency: Some(scenario.concurrency),
                     run: Some(r.run),
+                    server_cpus: Some(cpu_list(&scenario.server_cpus)),
                     syscalls: r.syscalls.clone(),
                     load: Some(load_summary(&[*r])),
                     failure: r
@@ -155,6 +166,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     variant: Some(v.variant.to_string()),
                     concurrency: Some(scenario.concurrency),
                     run: None,
+                    server_cpus: Some(cpu_list(&scenario.server_cpus)),
                     syscalls: v.merged_syscalls(),
                     load: Some(load_summary(&runs)),
                     failure: v.failure.clone(),
@@ -412,6 +424,18 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             .variants
             .clone()
             .unwrap_or_else(|| options.variants.clone());
+        let server_cpus = options.server_cpus_of(spec);
+        let shared_cpus: Vec<usize> = if server_cpus.is_empty() || options.client_cpus.is_empty() {
+            // Unpinned on either side: they can share any CPU.
+            Vec::new()
+        } else {
+            options
+                .client_cpus
+                .iter()
+                .copied()
+                .filter(|c| server_cpus.contains(c))
+                .collect()
+        };
         let mut result = ScenarioResult {
             title: spec.title.clone(),
             concurrency: spec.concurrency,
@@ -419,6 +443,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             mp_workers: variants
                 .contains(&Variant::Mp)
                 .then(|| options.mp_workers(spec)),
+            server_cpus,
+            shared_cpus,
         };
         // Variants take turns run by run (lt 1, et 1, lt 2, et 2, ...), the first of each
         // round rotating, so that a disturbance of the machine hits every variant alike and

@@ -326,4 +326,9 @@ pub struct ScenarioResult {
     pub variants: Vec<VariantResult>,
     /// When mp ran: its workers per run, and why that many.
     pub mp_workers: Option<(usize, String)>,
+    /// The CPUs the server ran on (empty: any); a sweep (`--server-cpus A --server-cpus B`)
+    /// has a scenario per set, never pooled with another.
+    pub server_cpus: Vec<usize>,
+    /// CPUs the load generator shared with the server (empty: none, the usual case).
+    pub shared_cpus: Vec<usize>,
 }

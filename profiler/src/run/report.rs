@@ -84,9 +84,92 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
 /// export carries.
 #[must_use]
 pub fn document(experiment: &Experiment) -> Document {
-    Document {
-        parts: experiment.scenarios.iter().map(part).collect(),
+    let mut parts: Vec<Part> = experiment.scenarios.iter().map(part).collect();
+    parts.extend(cpu_sets_part(experiment));
+    Document { parts }
+}
+
+/// With scenarios on more than one server CPU set (`--server-cpus A --server-cpus B`): does
+/// the CPU count change the verdict? Every variant against the first, per CPU set, with the
+/// sign of each change flagged where it differs between the sets.
+fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
+    let mut sets: Vec<&Vec<usize>> = experiment
+        .scenarios
+        .iter()
+        .map(|s| &s.server_cpus)
+        .collect();
+    sets.sort();
+    sets.dedup();
+    if sets.len() < 2 {
+        return None;
     }
+    let mut table = Table::new([
+        "scenario",
+        "server CPUs",
+        "variant",
+        "against",
+        "pairs",
+        "QPS change [95% CI]",
+        "verdict",
+        "across CPU sets",
+    ]);
+    // (scenario, concurrency, variant) → the QPS verdicts over the CPU sets; a sweep's
+    // scenarios differ only in the " [server CPUs ...]" their titles end with.
+    let key = |s: &ScenarioResult, v: &VariantResult| {
+        let base = s.title.split(" [server CPUs").next().unwrap_or(&s.title);
+        (base.to_owned(), s.concurrency, v.variant)
+    };
+    let mut rows = Vec::new();
+    for s in &experiment.scenarios {
+        for (v, reference) in against_reference(s) {
+            let Some(c) = v.against(reference) else {
+                continue;
+            };
+            rows.push((key(s, v), s, v, reference, c));
+        }
+    }
+    for (k, s, v, reference, c) in &rows {
+        let verdicts: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.0 == *k)
+            .map(|r| verdict(&r.4.qps))
+            .collect();
+        let flips = verdicts.contains(&"faster") && verdicts.contains(&"slower");
+        let differs = verdicts.iter().any(|x| *x != verdicts[0]);
+        table.row([
+            format!("{} c={}", k.0, s.concurrency),
+            super::cpu_list(&s.server_cpus),
+            v.variant.to_string(),
+            reference.variant.to_string(),
+            c.pairs.to_string(),
+            change_cell(&c.qps),
+            verdict(&c.qps).to_owned(),
+            if verdicts.len() < 2 {
+                "-".to_owned()
+            } else if flips {
+                "FLIPS: faster on one set, slower on another".to_owned()
+            } else if differs {
+                "differs (noise on one set)".to_owned()
+            } else {
+                "same verdict".to_owned()
+            },
+        ]);
+    }
+    if table.is_empty() {
+        return None;
+    }
+    let mut section = Section::new(
+        "Does the CPU count change the verdict? (each variant against the first, per server CPU set)",
+        table,
+    );
+    section.notes.push(
+        "The changes and verdicts of each scenario's \"Variants against\" table, side by side over the CPU sets; measurements of different CPU sets are never pooled.".to_owned(),
+    );
+    Some(Part {
+        heading: "Across server CPU sets".to_owned(),
+        notes: Vec::new(),
+        sections: vec![section],
+    })
 }
 
 fn part(s: &ScenarioResult) -> Part {
@@ -97,17 +180,28 @@ fn part(s: &ScenarioResult) -> Part {
         .max()
         .unwrap_or(0);
     let heading = format!(
-        "{} (concurrency {}, {} run{})",
+        "{} (concurrency {}, {} run{}{})",
         s.title,
         s.concurrency,
         runs,
-        if runs == 1 { "" } else { "s" }
+        if runs == 1 { "" } else { "s" },
+        if s.title.contains("[server CPUs") {
+            String::new()
+        } else {
+            format!(", server CPUs {}", super::cpu_list(&s.server_cpus))
+        }
     );
-    let notes = s
+    let mut notes: Vec<String> = s
         .variants
         .iter()
         .filter_map(|v| Some(format!("{}: {}", v.variant, v.failure.as_deref()?)))
         .collect();
+    if !s.shared_cpus.is_empty() {
+        notes.push(format!(
+            "warning: the load generator runs on CPU {} too, which the server uses: client and server compete for it, and the figures measure both (give --client-cpus outside --server-cpus)",
+            super::cpu_list(&s.shared_cpus)
+        ));
+    }
     let mut sections = runs_sections(s);
     sections.extend(syscall_section(s));
     sections.extend(off_cpu_section(s));
