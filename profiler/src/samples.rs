@@ -34,6 +34,17 @@ pub struct Spread {
 }
 
 impl Spread {
+    /// "12345 ± 321", or "12345 ± —" for one value: a single run has no spread to show (it
+    /// used to print "± 0", as if the runs had agreed).
+    #[must_use]
+    pub fn mean_and_sigma(&self) -> String {
+        if self.n < 2 {
+            format!("{:.0} ± —", self.mean)
+        } else {
+            format!("{:.0} ± {:.0}", self.mean, self.stddev)
+        }
+    }
+
     /// The spread of `values`; `None` when there are none.
     #[must_use]
     pub fn of(values: &[f64]) -> Option<Self> {

@@ -270,10 +270,9 @@ fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
         );
         let _ = writeln!(
             out,
-            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:.0} ± {:.0}</text>",
+            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             top + h + 32.0,
-            spread.mean,
-            spread.stddev
+            spread.mean_and_sigma()
         );
     }
     let _ = writeln!(

@@ -90,10 +90,7 @@ fn load_table(data: &ExportData, summaries: &[&Measurement]) -> Table {
             m.variant.clone().unwrap_or_default(),
             m.concurrency.map(|c| c.to_string()).unwrap_or_default(),
             spread.map_or(0, |s| s.n).to_string(),
-            spread.map_or_else(
-                || "-".into(),
-                |s| format!("{:.0} ± {:.0}", s.mean, s.stddev),
-            ),
+            spread.map_or_else(|| "-".into(), |s| s.mean_and_sigma()),
             spread.map_or_else(|| "-".into(), |s| format!("{:.0} … {:.0}", s.min, s.max)),
             load.requests.to_string(),
             q(0.5),

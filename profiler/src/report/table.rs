@@ -165,11 +165,7 @@ pub fn syscall_summary(
             duration(s.total_ns),
             duration_ns(s.mean_ns()),
         ];
-        row.extend(
-            QUANTILES
-                .iter()
-                .map(|q| duration(s.latency.value_at_quantile(q.q))),
-        );
+        row.extend(QUANTILES.iter().map(|q| duration(s.quantile_ns(q.q))));
         row.extend([duration(s.max_ns), percent(s.total_ns as f64, total_time)]);
         if let Some(per_request) = per_request {
             row.push(per_request(s).map_or_else(|| "-".into(), |c| format!("{c:.3}")));

@@ -290,8 +290,10 @@ fn runs_sections(s: &ScenarioResult) -> Vec<Section> {
                     v.variant.to_string(),
                     "all".to_owned(),
                     format!(
-                        "{:.0} ± {:.0} ({:.0}…{:.0})",
-                        spread.mean, spread.stddev, spread.min, spread.max
+                        "{} ({:.0}…{:.0})",
+                        spread.mean_and_sigma(),
+                        spread.min,
+                        spread.max
                     ),
                 ]
                 .into_iter()
@@ -453,8 +455,8 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
                 }
             }
             row.extend([
-                duration(x.latency.value_at_quantile(0.5)),
-                duration(x.latency.value_at_quantile(0.99)),
+                duration(x.quantile_ns(0.5)),
+                duration(x.quantile_ns(0.99)),
                 duration(x.max_ns),
                 duration(x.total_ns),
                 percent(x.total_ns as f64, total_time),
@@ -881,7 +883,7 @@ fn paired_section(
         "p50 change [95% CI]".to_owned(),
         "p99 change [95% CI]".to_owned(),
         "server CPU/req change [95% CI]".to_owned(),
-        "QPS verdict".to_owned(),
+        "verdict".to_owned(),
     ]);
     for v in s.variants.iter().filter(|v| v.failure.is_none()) {
         let Some(c) = v.paired_change(of, relative_to) else {
@@ -904,7 +906,7 @@ fn paired_section(
                 ),
                 _ => "-".to_owned(),
             },
-            verdict(&c.qps).to_owned(),
+            overall_verdict(&c),
         ]);
     }
     if table.is_empty() {
@@ -916,7 +918,7 @@ fn paired_section(
 }
 
 /// How the paired changes are computed, under each paired table.
-const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back, in ABBA order: the profiled run first in odd pairs, second in even ones), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0. Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
+const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back, in ABBA order: the profiled run first in odd pairs, second in even ones), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); the verdict names each of QPS, p50 and p99 whose interval excludes 0, and says \"within noise\" only when none does. Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
 
 /// "-1.2% [-3.0, +0.8]": a median change and its interval, in percent.
 fn change_cell(i: &crate::samples::MedianInterval) -> String {
@@ -924,6 +926,39 @@ fn change_cell(i: &crate::samples::MedianInterval) -> String {
         format!("{:+.1}% (1 pair)", i.median)
     } else {
         format!("{:+.1}% [{:+.1}, {:+.1}]", i.median, i.low, i.high)
+    }
+}
+
+/// The verdict of a paired comparison on throughput and latency both: "within noise" only
+/// when QPS, p50 and p99 all are; else each change whose interval excludes 0 ("slower; p99
+/// higher"). A QPS within noise while p99 rose by a third is not "within noise".
+fn overall_verdict(c: &super::model::PairedChange) -> String {
+    if c.qps.n < 2 {
+        return "one pair: no interval".to_owned();
+    }
+    let mut found = Vec::new();
+    if !c.qps.within_noise() {
+        found.push(
+            if c.qps.median < 0.0 {
+                "slower"
+            } else {
+                "faster"
+            }
+            .to_owned(),
+        );
+    }
+    for (name, i) in [("p50", &c.p50), ("p99", &c.p99)] {
+        if !i.within_noise() {
+            found.push(format!(
+                "{name} {}",
+                if i.median > 0.0 { "higher" } else { "lower" }
+            ));
+        }
+    }
+    if found.is_empty() {
+        "within noise".to_owned()
+    } else {
+        found.join("; ")
     }
 }
 
