@@ -106,6 +106,8 @@ pub mod affinity {
 
     use anyhow::{Result, bail};
 
+    use super::format_cpu_list;
+
     /// Largest CPU number a `cpu_set_t` can name.
     pub const MAX_CPUS: usize = libc::CPU_SETSIZE as usize;
 
@@ -142,17 +144,24 @@ pub mod affinity {
 
     /// Pins the calling thread to `cpu` alone.
     pub fn pin_current(cpu: usize) -> Result<()> {
-        if cpu >= MAX_CPUS {
-            bail!(
-                "CPU {cpu} is beyond the largest CPU number {}",
-                MAX_CPUS - 1
-            );
-        }
+        pin_current_to(&[cpu])
+    }
+
+    /// Pins the calling thread to `cpus` (threads it starts afterwards inherit them).
+    pub fn pin_current_to(cpus: &[usize]) -> Result<()> {
         // SAFETY: as in `current`.
         let mut only: libc::cpu_set_t = unsafe { mem::zeroed() };
-        // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
-        unsafe { libc::CPU_SET(cpu, &mut only) };
-        set(&only).map_err(|e| e.context(format!("pinning to CPU {cpu}")))
+        for &cpu in cpus {
+            if cpu >= MAX_CPUS {
+                bail!(
+                    "CPU {cpu} is beyond the largest CPU number {}",
+                    MAX_CPUS - 1
+                );
+            }
+            // SAFETY: `cpu` is below CPU_SETSIZE, checked above.
+            unsafe { libc::CPU_SET(cpu, &mut only) };
+        }
+        set(&only).map_err(|e| e.context(format!("pinning to CPUs {}", format_cpu_list(cpus))))
     }
 
     /// Restores the affinity mask a thread had when this guard was made.

@@ -788,12 +788,10 @@ fn off_cpu_getrandom_is_on_cpu() {
     );
 }
 
-/// A CPU-bound competitor on the same CPU preempts the getrandom loop: runnable time shows.
-#[test]
-fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
-    let _serial = serial();
-    let cpu = profiler::cpus::allowed_cpus().unwrap()[0];
-    let mut session = off_cpu_session(&["getrandom"]);
+/// A CPU-bound spinner pinned to `cpu` and, tracked by `session`, a worker pinned there too
+/// making 100 getrandom() calls of 1 MB: the spinner preempts it, so its calls wait runnable.
+/// Returns the spinner's pid, once it is killed and reaped.
+fn getrandom_beside_a_spinner(session: &mut Session, cpu: usize) -> i32 {
     // SAFETY: the child pins itself and spins until killed, making raw libc calls only.
     let spinner = unsafe { libc::fork() };
     assert!(spinner >= 0, "fork failed");
@@ -828,6 +826,16 @@ fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
         libc::kill(spinner, libc::SIGKILL);
         libc::waitpid(spinner, std::ptr::null_mut(), 0);
     }
+    spinner
+}
+
+/// A CPU-bound competitor on the same CPU preempts the getrandom loop: runnable time shows.
+#[test]
+fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
+    let _serial = serial();
+    let cpu = profiler::cpus::allowed_cpus().unwrap()[0];
+    let mut session = off_cpu_session(&["getrandom"]);
+    getrandom_beside_a_spinner(&mut session, cpu);
     let snap = snapshot(&session);
     let g = snap.syscall("getrandom").unwrap();
     let (on, blocked, runnable) = split_of(g);
@@ -857,40 +865,7 @@ fn slow_calls_name_the_task_that_held_their_cpu() {
         .start_slow_collector(10, 0)
         .unwrap()
         .expect("a collector with --slow");
-    // SAFETY: the child pins itself and spins until killed, making raw libc calls only.
-    let spinner = unsafe { libc::fork() };
-    assert!(spinner >= 0, "fork failed");
-    if spinner == 0 {
-        // SAFETY: see above.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
-        }
-        loop {
-            std::hint::spin_loop();
-        }
-    }
-    let mut buf = vec![0u8; 1 << 20];
-    let worker = Child::stopped(move || {
-        // SAFETY: pinning ourselves; getrandom into our own buffer.
-        unsafe {
-            let mut set: libc::cpu_set_t = std::mem::zeroed();
-            libc::CPU_SET(cpu, &mut set);
-            libc::sched_setaffinity(0, std::mem::size_of_val(&set), &raw const set);
-            for _ in 0..100 {
-                libc::getrandom(buf.as_mut_ptr().cast(), buf.len(), 0);
-            }
-        }
-    });
-    session.track(worker.pid()).unwrap();
-    worker.resume();
-    worker.join();
-    // SAFETY: killing and reaping our own child.
-    unsafe {
-        libc::kill(spinner, libc::SIGKILL);
-        libc::waitpid(spinner, std::ptr::null_mut(), 0);
-    }
+    let spinner = getrandom_beside_a_spinner(&mut session, cpu);
     drop(session);
     let report = collector.finish();
     let text = report.to_text();

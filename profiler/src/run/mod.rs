@@ -905,15 +905,7 @@ fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop
         return None;
     }
     let before = affinity::current().ok()?;
-    let mut set = before;
-    // SAFETY: cpu_set_t is plain data; CPU_ZERO and CPU_SET write inside it.
-    unsafe {
-        libc::CPU_ZERO(&mut set);
-        for &cpu in cpus.iter().filter(|&&c| c < affinity::MAX_CPUS) {
-            libc::CPU_SET(cpu, &mut set);
-        }
-    }
-    affinity::set(&set).ok()?;
+    affinity::pin_current_to(cpus).ok()?;
     Some(affinity::RestoreOnDrop(before))
 }
 
