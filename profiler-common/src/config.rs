@@ -95,8 +95,10 @@ pub struct RecordLayout {
     pub switch_next_pid: u32,
     /// `sched:sched_wakeup`: offset of `pid_t pid` (the task woken).
     pub wakeup_pid: u32,
-    /// Explicit padding.
-    pub _pad: u32,
+    /// BTF: byte offset of `pid` in `struct task_struct`, for the raw `sched_switch` and
+    /// `sched_wakeup` programs (which get task pointers, not records); [`FIELD_ABSENT`] when
+    /// the loader chose the classic tracepoints.
+    pub task_pid: u32,
 }
 
 /// A [`RecordLayout`] offset for a field this kernel's record does not have (no field lies in

@@ -9,7 +9,7 @@ use std::{
 };
 
 use profiler::{
-    bpf::{GroupExit, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{GroupExit, Programs, SchedAttach, SchedFront, Session, SessionConfig, Syscall, Target},
     stats::Snapshot,
 };
 use profiler_common::ErrnoClass;
@@ -685,14 +685,29 @@ fn the_sys_exit_context_probe_finds_the_number_and_the_return_value() {
 }
 
 fn off_cpu_session(syscalls: &[&str]) -> Session {
-    Session::start(&SessionConfig {
+    off_cpu_session_on(syscalls, SchedAttach::Auto)
+}
+
+/// Both `--off-cpu` front ends: what a session chooses (the BTF tracepoints: every kernel of
+/// the matrix has BTF, so anything else is a failure here) and the classic fallback.
+const SCHED_FRONTS: [SchedAttach; 2] = [SchedAttach::Auto, SchedAttach::Classic];
+
+fn off_cpu_session_on(syscalls: &[&str], how: SchedAttach) -> Session {
+    let session = Session::start(&SessionConfig {
         off_cpu: true,
+        sched_attach: how,
         ..SessionConfig::new(
             Syscall::resolve_list(syscalls).expect("syscall names resolve"),
             Target::Processes(vec![]),
         )
     })
-    .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu failed: {e}"))
+    .unwrap_or_else(|e| panic!("loading the kernel programs with --off-cpu ({how:?}) failed: {e}"));
+    let front = session.sched_front();
+    match how {
+        SchedAttach::Auto => assert_eq!(front, Some(SchedFront::Btf), "on a kernel with BTF"),
+        SchedAttach::Classic => assert!(matches!(front, Some(SchedFront::Classic(_)))),
+    }
+    session
 }
 
 /// The parts of a call's time: on-CPU, blocked and runnable add up to its latency; the on-CPU
@@ -721,11 +736,17 @@ fn split_of(s: &profiler::stats::SyscallSummary) -> (u64, u64, u64) {
 #[test]
 fn off_cpu_a_read_waiting_on_a_pipe_is_blocked() {
     let _serial = serial();
+    for how in SCHED_FRONTS {
+        a_read_waiting_on_a_pipe_is_blocked(how);
+    }
+}
+
+fn a_read_waiting_on_a_pipe_is_blocked(how: SchedAttach) {
     const READS: usize = 10;
     let mut pipe = [0; 2];
     // SAFETY: a valid array.
     assert_eq!(unsafe { libc::pipe(pipe.as_mut_ptr()) }, 0);
-    let mut session = off_cpu_session(&["read"]);
+    let mut session = off_cpu_session_on(&["read"], how);
     let reader = Child::stopped(move || {
         let mut byte = 0u8;
         for _ in 0..READS {
@@ -747,9 +768,14 @@ fn off_cpu_a_read_waiting_on_a_pipe_is_blocked() {
     let (on, blocked, runnable) = split_of(read);
     assert!(
         blocked as f64 > 0.9 * read.total_ns as f64,
-        "blocked {blocked} ns of {} (on-CPU {on}, runnable {runnable})",
+        "{how:?}: blocked {blocked} ns of {} (on-CPU {on}, runnable {runnable})",
         read.total_ns
     );
+    // SAFETY: closing our own pipe.
+    unsafe {
+        libc::close(pipe[0]);
+        libc::close(pipe[1]);
+    }
 }
 
 /// getrandom of 1 MB at a time is CPU work inside the kernel: on-CPU, hardly ever off it. The
@@ -834,16 +860,18 @@ fn getrandom_beside_a_spinner(session: &mut Session, cpu: usize) -> i32 {
 fn off_cpu_a_competitor_on_the_same_cpu_shows_runnable_time() {
     let _serial = serial();
     let cpu = profiler::cpus::allowed_cpus().unwrap()[0];
-    let mut session = off_cpu_session(&["getrandom"]);
-    getrandom_beside_a_spinner(&mut session, cpu);
-    let snap = snapshot(&session);
-    let g = snap.syscall("getrandom").unwrap();
-    let (on, blocked, runnable) = split_of(g);
-    assert!(
-        runnable as f64 > 0.1 * g.total_ns as f64,
-        "runnable {runnable} ns of {} (on-CPU {on}, blocked {blocked}): the competitor should preempt",
-        g.total_ns
-    );
+    for how in SCHED_FRONTS {
+        let mut session = off_cpu_session_on(&["getrandom"], how);
+        getrandom_beside_a_spinner(&mut session, cpu);
+        let snap = snapshot(&session);
+        let g = snap.syscall("getrandom").unwrap();
+        let (on, blocked, runnable) = split_of(g);
+        assert!(
+            runnable as f64 > 0.1 * g.total_ns as f64,
+            "{how:?}: runnable {runnable} ns of {} (on-CPU {on}, blocked {blocked}): the competitor should preempt",
+            g.total_ns
+        );
+    }
 }
 
 /// `--slow` says who held the CPU while a slow call waited runnable: the spinner pinned to

@@ -14,9 +14,11 @@ pub(crate) use aya_ebpf::{
         bpf_get_current_task, bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_task_pt_regs, generated::bpf_probe_read_user as probe_read_user_raw,
     },
-    macros::{map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
-    programs::{RawTracePointContext, TracePointContext, tracing::StackIdContext},
+    programs::{
+        BtfTracePointContext, RawTracePointContext, TracePointContext, tracing::StackIdContext,
+    },
 };
 pub(crate) use aya_log_ebpf::{info, warn};
 pub(crate) use profiler_common::{

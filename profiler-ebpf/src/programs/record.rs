@@ -17,7 +17,7 @@ pub(crate) static LAYOUT: RecordLayout = RecordLayout {
     switch_prev_state: FIELD_ABSENT,
     switch_next_pid: FIELD_ABSENT,
     wakeup_pid: FIELD_ABSENT,
-    _pad: 0,
+    task_pid: FIELD_ABSENT,
 };
 
 /// Reads one `LAYOUT` offset. Volatile, so LLVM does not fold the zeros above; the verifier

@@ -29,7 +29,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 
 use crate::{
-    bpf::{AttachPoint, Programs, Session, SessionConfig, Syscall, Target},
+    bpf::{AttachPoint, Programs, SchedAttach, Session, SessionConfig, Syscall, Target},
     report::table::Table,
     samples::median,
 };
@@ -60,8 +60,11 @@ pub enum Config {
     MinimalTimer(AttachPoint),
     /// The profiler's programs.
     Profiler,
-    /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup).
+    /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup), on the raw
+    /// tracepoints where the kernel allows (what a session chooses).
     ProfilerOffCpu,
+    /// The same on the classic `sched:` tracepoints (the fallback where BTF is missing).
+    ProfilerOffCpuClassic,
     /// The profiler's programs with `--slow 1s`: nothing is past it, so this is the cost of
     /// watching (the kernel stack taken at each switch-out of a traced call).
     ProfilerSlow,
@@ -70,6 +73,8 @@ pub enum Config {
     ProfilerSlowEvery,
     /// bpftrace's hist() one-liner.
     Bpftrace,
+    /// Do-nothing programs on the raw sched_switch and sched_wakeup: `--off-cpu`'s floor.
+    EmptySched,
 }
 
 impl Config {
@@ -80,9 +85,11 @@ impl Config {
             Self::MinimalTimer(AttachPoint::Tracepoint) => "minimal timer",
             Self::Profiler => "syscall-profiler",
             Self::ProfilerOffCpu => "syscall-profiler --off-cpu",
+            Self::ProfilerOffCpuClassic => "syscall-profiler --off-cpu, classic sched tracepoints",
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
             Self::ProfilerSlowEvery => "syscall-profiler --slow 1ns",
             Self::Bpftrace => "bpftrace one-liner",
+            Self::EmptySched => "empty sched pair, raw_tp",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
             Self::MinimalTimer(AttachPoint::RawTracepoint) => "minimal timer, raw_tp",
         }
@@ -101,8 +108,10 @@ impl Config {
         match self {
             Self::Empty(point) => Some(Programs::Empty(point)),
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
+            Self::EmptySched => Some(Programs::EmptySched),
             Self::Profiler
             | Self::ProfilerOffCpu
+            | Self::ProfilerOffCpuClassic
             | Self::ProfilerSlow
             | Self::ProfilerSlowEvery => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
@@ -216,6 +225,14 @@ fn tax_rows() -> Vec<Measured> {
         // profiler's programs and with the sched ones added.
         Measured::new(Config::Profiler, Workload::PingPong, Tracked::Other),
         Measured::new(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Other),
+        Measured::new(
+            Config::ProfilerOffCpuClassic,
+            Workload::PingPong,
+            Tracked::Other,
+        ),
+        // Its floor: empty programs on the same two tracepoints, against nothing attached.
+        Measured::new(Config::Nothing, Workload::PingPong, Tracked::Other),
+        Measured::new(Config::EmptySched, Workload::PingPong, Tracked::Other),
         // --slow's costs where it works: a ping-pong whose reads are traced, so each round
         // trip has two traced calls that leave the CPU (a kernel stack each with --slow, and two
         // records with --slow 1ns).
@@ -257,10 +274,12 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     // loop times are left out above, as the statistics themselves cost time.
     let stats = BpfStats::enable();
     // The untraced process's closes too: what the tax (a) is made of.
-    for m in results
-        .iter_mut()
-        .filter(|m| m.config.programs().is_some() && m.workload == Workload::DupClose)
-    {
+    // And the sched programs' own cost per run, from the untraced ping-pong.
+    for m in results.iter_mut().filter(|m| {
+        m.config.programs().is_some()
+            && (m.workload == Workload::DupClose
+                || (m.workload == Workload::PingPong && m.tracked == Tracked::Other))
+    }) {
         let (_, programs) = measure_one(m, &close, other.pid(), args.iterations)
             .with_context(|| format!("profiling round: {}", m.config.label()))?;
         m.program_ns.extend(programs);
@@ -304,7 +323,15 @@ fn measure_one(
     }]);
     let mut session = Session::start(&SessionConfig {
         programs,
-        off_cpu: m.config == Config::ProfilerOffCpu,
+        off_cpu: matches!(
+            m.config,
+            Config::ProfilerOffCpu | Config::ProfilerOffCpuClassic
+        ),
+        sched_attach: if m.config == Config::ProfilerOffCpuClassic {
+            SchedAttach::Classic
+        } else {
+            SchedAttach::Auto
+        },
         slow,
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
         // with the floors (the compat programs' cost is the raw_tp empty pair's).
@@ -321,7 +348,13 @@ fn measure_one(
     let runs = session.program_run_stats();
     let programs_ns = runs
         .into_iter()
-        .filter(|(_, runs, _)| *runs >= iterations)
+        .filter(|(_, runs, _)| {
+            *runs
+                >= match m.workload {
+                    Workload::PingPong => iterations / PING_PONG_SHARE,
+                    _ => iterations,
+                }
+        })
         .map(|(name, runs, time)| (name, time.as_nanos() as f64 / runs as f64))
         .collect();
     if let Some(collector) = collector {
@@ -360,7 +393,7 @@ fn measure_one(
                     bail!("the minimal timer timed nothing");
                 }
             }
-            Programs::Empty(_) => {}
+            Programs::Empty(_) | Programs::EmptySched => {}
         }
     }
     Ok((ns, programs_ns))
@@ -391,8 +424,9 @@ impl Drop for IdleChild {
     }
 }
 
-/// The ping-pong runs this fraction of the iterations (a round trip costs ~10 closes).
-const PING_PONG_SHARE: u64 = 10;
+/// The ping-pong runs this fraction of the iterations (a round trip costs ~10 closes; a quarter
+/// keeps its per-switch figures out of the machine's noise).
+const PING_PONG_SHARE: u64 = 4;
 
 /// ns per round trip of one byte through two pipes between this process and a child pinned to
 /// the same CPU (two context switches each), after a warm-up of a tenth.
@@ -746,6 +780,31 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 if per_switch <= 50.0 { "met" } else { "not met" },
                 without.median()
             ));
+            if let Some(classic) = find(
+                Config::ProfilerOffCpuClassic,
+                Workload::PingPong,
+                Tracked::Other,
+            ) {
+                out.push_str(&format!(
+                    "    (the classic sched tracepoints, the fallback without BTF: {:+.0} ns per context switch)\n",
+                    median(&round_added(classic, without)) / 2.0
+                ));
+            }
+            if let (Some(empty), Some(nothing)) = (
+                find(Config::EmptySched, Workload::PingPong, Tracked::Other),
+                find(Config::Nothing, Workload::PingPong, Tracked::Other),
+            ) {
+                let floor = median(&round_added(empty, nothing)) / 2.0;
+                let over: Vec<f64> = round_added(with, without)
+                    .iter()
+                    .zip(round_added(empty, nothing))
+                    .map(|(ours, floor)| (ours - floor) / 2.0)
+                    .collect();
+                out.push_str(&format!(
+                    "    of which the floor, empty programs on the same tracepoints: {floor:+.0} ns; the programs' own work over it: {:+.0} ns\n",
+                    median(&over)
+                ));
+            }
         }
         if let Some(slow) = find(Config::ProfilerSlow, DupClose, Tracked::Me)
             && let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me)
@@ -845,11 +904,28 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             floor,
         );
     }
+    let c = "(c) untraced ping-pong, per round trip";
+    let pong_nothing = find(Config::Nothing, Workload::PingPong, Tracked::Other);
+    let pong_floor = find(Config::EmptySched, Workload::PingPong, Tracked::Other);
+    for config in [
+        Config::EmptySched,
+        Config::Profiler,
+        Config::ProfilerOffCpu,
+        Config::ProfilerOffCpuClassic,
+    ] {
+        tax_row(
+            c,
+            find(config, Workload::PingPong, Tracked::Other),
+            pong_nothing,
+            pong_floor,
+        );
+    }
     if !tax.is_empty() {
         out.push_str(
             "\nThe tax on work nobody traces, over nothing attached (target: at most 15 ns, or the mechanism's floor if higher;\n\
              for (a) the floor is the empty pair, whose programs run for every process that calls close; for (b) it is the\n\
-             empty pair's cost on other syscalls, or the raw_tp empty pair's, which runs for every syscall):\n",
+             empty pair's cost on other syscalls, or the raw_tp empty pair's, which runs for every syscall; for (c), two\n\
+             context switches and two wakeups a round trip, it is empty programs on the raw sched_switch and sched_wakeup):\n",
         );
         out.push_str(&tax.render());
     }
@@ -874,9 +950,10 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             let lo = samples.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = samples.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             programs.row([
-                match m.tracked {
-                    Tracked::Me => m.config.label().to_owned(),
-                    Tracked::Other => format!("{} (a) untraced process", m.config.label()),
+                match (m.workload, m.tracked) {
+                    (Workload::PingPong, _) => format!("{} (untraced ping-pong)", m.config.label()),
+                    (_, Tracked::Me) => m.config.label().to_owned(),
+                    (_, Tracked::Other) => format!("{} (a) untraced process", m.config.label()),
                 },
                 name.to_owned(),
                 format!("{:.1}", median(&samples)),

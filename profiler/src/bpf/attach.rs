@@ -5,8 +5,8 @@
 use aya::{
     Ebpf,
     programs::{
-        ProgramError, RawTracePoint, TracePoint, raw_trace_point::RawTracePointLink,
-        trace_point::TracePointLink,
+        BtfTracePoint, ProgramError, RawTracePoint, TracePoint, raw_trace_point::RawTracePointLink,
+        tp_btf::BtfTracePointLink, trace_point::TracePointLink,
     },
 };
 
@@ -28,6 +28,12 @@ pub enum AttachTo {
         /// e.g. `sys_enter`.
         name: String,
     },
+    /// A BTF-typed raw tracepoint (`tp_btf/NAME`): the raw tracepoint's arguments, typed by
+    /// the kernel's BTF, which the program is checked against at load.
+    Btf {
+        /// e.g. `sched_switch`.
+        name: String,
+    },
 }
 
 impl AttachTo {
@@ -47,6 +53,13 @@ impl AttachTo {
             name: name.to_owned(),
         }
     }
+
+    #[must_use]
+    pub fn btf(name: &str) -> Self {
+        Self::Btf {
+            name: name.to_owned(),
+        }
+    }
 }
 
 impl std::fmt::Display for AttachTo {
@@ -54,6 +67,7 @@ impl std::fmt::Display for AttachTo {
         match self {
             Self::Tracepoint { category, name } => write!(f, "{category}:{name}"),
             Self::Raw { name } => write!(f, "raw tracepoint {name}"),
+            Self::Btf { name } => write!(f, "BTF tracepoint {name}"),
         }
     }
 }
@@ -64,6 +78,7 @@ pub enum Link {
     Tracepoint(TracePointLink),
     /// On a raw tracepoint.
     Raw(RawTracePointLink),
+    Btf(BtfTracePointLink),
 }
 
 /// The program `$name` of `$ebpf` as a `$kind`, loaded (verified) once: the program kinds have
@@ -103,6 +118,19 @@ pub fn attach(ebpf: &mut Ebpf, program: &str, to: &AttachTo) -> Result<Link, Set
             let p = loaded!(ebpf, program, RawTracePoint);
             let id = p.attach(name).map_err(failed)?;
             p.take_link(id).map(Link::Raw).map_err(failed)
+        }
+        AttachTo::Btf { name } => {
+            let p: &mut BtfTracePoint = ebpf
+                .program_mut(program)
+                .ok_or_else(|| missing_program(program))?
+                .try_into()
+                .map_err(|e| SetupError::bpf(format!("program {program}"), e))?;
+            if p.fd().is_err() {
+                let btf = aya::Btf::from_sys_fs().map_err(|e| SetupError::NoBtf(e.to_string()))?;
+                p.load(name, &btf).map_err(|e| load_error(program, e))?;
+            }
+            let id = p.attach().map_err(failed)?;
+            p.take_link(id).map(Link::Btf).map_err(failed)
         }
     }
 }

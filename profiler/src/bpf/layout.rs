@@ -25,6 +25,27 @@ pub enum GroupExit {
     TaskSignal,
 }
 
+/// Which programs `--off-cpu` attaches to the scheduler's `sched_switch` and `sched_wakeup`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SchedAttach {
+    /// The BTF-typed raw tracepoints where the kernel's BTF gives `task_struct.pid` and the
+    /// four-argument `sched_switch` (5.18 on), the classic ones otherwise.
+    #[default]
+    Auto,
+    /// The classic `sched:` tracepoints, whose records the kernel formats before the program
+    /// runs (the fallback; `profiler bench overhead` measures it against the raw ones).
+    Classic,
+}
+
+/// The `--off-cpu` front end a session uses, as chosen by [`add_off_cpu`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SchedFront {
+    /// BTF-typed raw tracepoints (`btf_sched_switch`, `btf_sched_wakeup`).
+    Btf,
+    /// Classic tracepoints (`sched_switch`, `sched_wakeup`), and why the raw ones were not used.
+    Classic(&'static str),
+}
+
 /// One field of a tracepoint record, as its `format` file describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RecordField {
@@ -167,9 +188,42 @@ impl GroupExit {
     }
 }
 
-/// Adds the offsets the `--off-cpu` programs read: `prev_state` and `next_pid` of
-/// `sched:sched_switch`, `pid` of `sched:sched_wakeup`.
-pub fn add_off_cpu(layout: &mut RecordLayout) -> Result<(), SetupError> {
+/// Chooses the `--off-cpu` front end and adds the offsets its programs read: `task_struct.pid`
+/// (BTF) for the BTF tracepoints; `prev_state` and `next_pid` of `sched:sched_switch` and `pid`
+/// of `sched:sched_wakeup` for the classic ones.
+pub fn add_off_cpu(layout: &mut RecordLayout, how: SchedAttach) -> Result<SchedFront, SetupError> {
+    let why_not_raw = match how {
+        SchedAttach::Classic => "asked for",
+        SchedAttach::Auto => match fs::read(VMLINUX_BTF) {
+            Err(_) => "the kernel has no BTF",
+            Ok(data) => match Btf::parse(&data) {
+                Err(_) => "the kernel's BTF did not parse",
+                Ok(btf) => {
+                    // With the leading `void *__data`: (preempt, prev, next, prev_state).
+                    let switch_args = btf.raw_tracepoint_params("sched_switch");
+                    let wakeup_args = btf.raw_tracepoint_params("sched_wakeup");
+                    match (
+                        btf.member_offset("task_struct", "pid"),
+                        switch_args,
+                        wakeup_args,
+                    ) {
+                        (Some(pid), Some(5), Some(2)) => {
+                            layout.task_pid = pid;
+                            return Ok(SchedFront::Btf);
+                        }
+                        (None, ..) => "BTF has no task_struct.pid",
+                        _ => "the raw sched_switch has no prev_state argument (before 5.18)",
+                    }
+                }
+            },
+        },
+    };
+    layout.task_pid = FIELD_ABSENT;
+    add_classic_off_cpu(layout)?;
+    Ok(SchedFront::Classic(why_not_raw))
+}
+
+fn add_classic_off_cpu(layout: &mut RecordLayout) -> Result<(), SetupError> {
     let fields = record_fields("sched", "sched_switch")?;
     layout.switch_prev_state = required(&fields, "sched:sched_switch", "prev_state", 8)?;
     layout.switch_next_pid = required(&fields, "sched:sched_switch", "next_pid", 4)?;
@@ -193,11 +247,16 @@ struct BtfType {
     referred: u32,
     /// For structs and unions: (name, type id, bit offset).
     members: Vec<(u32, u32, u32)>,
+    /// For function prototypes: the number of parameters.
+    params: usize,
 }
 
 const BTF_MAGIC: u16 = 0xeb9f;
+const KIND_PTR: u32 = 2;
 const KIND_STRUCT: u32 = 4;
 const KIND_UNION: u32 = 5;
+const KIND_TYPEDEF: u32 = 8;
+const KIND_FUNC_PROTO: u32 = 13;
 
 impl<'a> Btf<'a> {
     fn parse(data: &'a [u8]) -> Result<Self, &'static str> {
@@ -229,6 +288,7 @@ impl<'a> Btf<'a> {
             kind: 0,
             referred: 0,
             members: Vec::new(),
+            params: 0,
         }];
         while at < end {
             let (name, info, size_or_type) = (
@@ -273,6 +333,7 @@ impl<'a> Btf<'a> {
                 kind,
                 referred: size_or_type,
                 members,
+                params: if kind == KIND_FUNC_PROTO { vlen } else { 0 },
             });
         }
         Ok(Self { strings, types })
@@ -290,6 +351,19 @@ impl<'a> Btf<'a> {
         })?;
         self.find_member(id, member.as_bytes(), 0)
             .map(|bits| bits / 8)
+    }
+
+    /// The number of parameters the raw tracepoint `name` passes its probes (the kernel's
+    /// `typedef void (*btf_trace_NAME)(void *__data, ...)`), counting `__data`.
+    fn raw_tracepoint_params(&self, name: &str) -> Option<usize> {
+        let typedef = format!("btf_trace_{name}");
+        let ty = self
+            .types
+            .iter()
+            .find(|t| t.kind == KIND_TYPEDEF && self.name(t.name) == typedef.as_bytes())?;
+        let ptr = self.types.get(ty.referred as usize)?;
+        let proto = self.types.get(ptr.referred as usize)?;
+        (ptr.kind == KIND_PTR && proto.kind == KIND_FUNC_PROTO).then_some(proto.params)
     }
 
     fn find_member(&self, id: usize, member: &[u8], depth: u32) -> Option<u32> {
@@ -385,5 +459,11 @@ print fmt: \"0x%lx\", REC->ret
         assert_eq!(btf.member_offset("list_head", "prev"), Some(8));
         assert_eq!(btf.member_offset("sk_buff", "prev"), Some(8));
         assert!(btf.member_offset("task_struct", "no_such_member").is_none());
+        // The raw tracepoints --off-cpu uses: (__data, preempt, prev, next, prev_state) and
+        // (__data, p) on every kernel of the matrix (5.18 on).
+        assert_eq!(btf.raw_tracepoint_params("sched_switch"), Some(5));
+        assert_eq!(btf.raw_tracepoint_params("sched_wakeup"), Some(2));
+        assert!(btf.member_offset("task_struct", "pid").is_some());
+        assert!(btf.raw_tracepoint_params("no_such_tracepoint").is_none());
     }
 }

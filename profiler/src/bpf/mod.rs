@@ -26,7 +26,7 @@ use profiler_common::{
 
 use self::attach::{AttachTo, Link};
 pub use self::{
-    layout::GroupExit,
+    layout::{GroupExit, SchedAttach, SchedFront},
     syscall_names::{DEFAULT_SYSCALLS, Syscall},
 };
 use crate::{
@@ -75,6 +75,9 @@ pub struct SessionConfig {
     /// Split each call's time into on-CPU, blocked and runnable (`--off-cpu`): attaches
     /// `sched_switch` and `sched_wakeup` and keeps one more entry per thread id.
     pub off_cpu: bool,
+    /// Which scheduler tracepoints the split uses ([`SchedAttach::Auto`]: raw where the kernel
+    /// allows).
+    pub sched_attach: SchedAttach,
     /// `--all --by-cgroup`: also count every call under its cgroup, a row per cgroup.
     pub by_cgroup: bool,
     /// `--slow`: send every call at least this long, with its stacks, to user space
@@ -103,6 +106,7 @@ impl SessionConfig {
             group_exit: GroupExit::Auto,
             follow_forks: true,
             off_cpu: false,
+            sched_attach: SchedAttach::Auto,
             by_cgroup: false,
             slow: None,
             compat: true,
@@ -121,6 +125,9 @@ pub enum Programs {
     /// The least any syscall timer must do: a clock read at entry stored per thread, a clock
     /// read at exit, the difference added to one per-CPU counter (`profiler bench overhead`).
     MinimalTimer(AttachPoint),
+    /// A do-nothing program on the raw `sched_switch` and `sched_wakeup` tracepoints and
+    /// nothing else: the floor of `--off-cpu`'s cost per context switch.
+    EmptySched,
 }
 
 /// Where syscall programs attach.
@@ -149,6 +156,8 @@ pub struct Session {
     armed_at: Instant,
     /// Whether calls are split into on-CPU, blocked and runnable time (`--off-cpu`).
     off_cpu: bool,
+    /// The `--off-cpu` front end, when the split is on.
+    sched_front: Option<SchedFront>,
     /// `--slow`: the threshold past which calls are sent to user space.
     slow: Option<Duration>,
     /// Whether every call is counted under its cgroup too (`--all --by-cgroup`).
@@ -214,9 +223,15 @@ impl Session {
         let split =
             u8::from((config.off_cpu || slow_ns != 0) && config.programs == Programs::Profiler);
         let mut layout = config.group_exit.layout(&config.syscalls)?;
-        if split != 0 {
-            layout::add_off_cpu(&mut layout)?;
-        }
+        let sched_front = if split != 0 {
+            let front = layout::add_off_cpu(&mut layout, config.sched_attach)?;
+            if let SchedFront::Classic(why) = front {
+                log::debug!("--off-cpu on the classic sched tracepoints: {why}");
+            }
+            Some(front)
+        } else {
+            None
+        };
         if layout.sys_exit_nr != RECORD_HEADER {
             // The format file's header is not the 8 bytes every kernel's BPF context once had:
             // ask the kernel what its programs really see.
@@ -301,6 +316,7 @@ impl Session {
             links: Vec::new(),
             armed_at: Instant::now(),
             off_cpu: split != 0,
+            sched_front,
             slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
             compat,
@@ -319,7 +335,7 @@ impl Session {
         if compat {
             session.attach("compat_enter", &AttachTo::raw("sys_enter"))?;
         }
-        session.attach_programs(config.programs, config.follow_forks, split != 0)?;
+        session.attach_programs(config.programs, config.follow_forks)?;
         if compat {
             session.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
         }
@@ -789,6 +805,12 @@ impl Session {
         lines
     }
 
+    /// The `--off-cpu` front end, when the split is on.
+    #[must_use]
+    pub fn sched_front(&self) -> Option<SchedFront> {
+        self.sched_front
+    }
+
     /// Whether 32-bit (ia32) processes' calls are timed too.
     #[must_use]
     pub fn times_compat(&self) -> bool {
@@ -824,20 +846,31 @@ impl Session {
         &mut self,
         programs: Programs,
         follow_forks: bool,
-        off_cpu: bool,
     ) -> Result<(), SetupError> {
         // Before the syscall programs, so that every traced call's switches are seen.
-        if off_cpu {
-            self.attach(
-                "sched_wakeup",
-                &AttachTo::tracepoint("sched", "sched_wakeup"),
-            )?;
-            self.attach(
-                "sched_switch",
-                &AttachTo::tracepoint("sched", "sched_switch"),
-            )?;
+        match self.sched_front {
+            Some(SchedFront::Btf) => {
+                self.attach("btf_sched_wakeup", &AttachTo::btf("sched_wakeup"))?;
+                self.attach("btf_sched_switch", &AttachTo::btf("sched_switch"))?;
+            }
+            Some(SchedFront::Classic(_)) => {
+                self.attach(
+                    "sched_wakeup",
+                    &AttachTo::tracepoint("sched", "sched_wakeup"),
+                )?;
+                self.attach(
+                    "sched_switch",
+                    &AttachTo::tracepoint("sched", "sched_switch"),
+                )?;
+            }
+            None => {}
         }
         let (enter, exit, point) = match programs {
+            Programs::EmptySched => {
+                self.attach("raw_noop", &AttachTo::raw("sched_wakeup"))?;
+                self.attach("raw_noop", &AttachTo::raw("sched_switch"))?;
+                return Ok(());
+            }
             Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
             Programs::Empty(AttachPoint::Tracepoint) => ("noop", "noop", AttachPoint::Tracepoint),
             Programs::Empty(AttachPoint::RawTracepoint) => {
