@@ -9,6 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::bpf::DEFAULT_SYSCALLS;
 pub use crate::{
     bench::overhead::OverheadArgs,
+    diff::DiffArgs,
     export::ExportArgs,
     parse::{parse_duration, parse_interval},
     run::options::{Preset, RunArgs},
@@ -49,6 +50,8 @@ pub enum Command {
     Bench(BenchCommand),
     /// Keep timing processes and serve the counters as Prometheus metrics on /metrics.
     Serve(ServeArgs),
+    /// Compare two saved runs (`--export-json` files): two machines, kernels or builds.
+    Diff(DiffArgs),
 }
 
 /// `profiler c2c` options.

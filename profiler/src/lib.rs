@@ -26,6 +26,7 @@ pub mod bpf;
 pub mod c2c_timer;
 pub mod cgroup;
 pub mod cli;
+pub mod diff;
 pub use cpuset as cpus;
 pub mod error;
 pub mod export;

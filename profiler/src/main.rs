@@ -73,6 +73,7 @@ fn run(cli: Cli) -> Result<i32> {
             attach::run(&options)
         }
         Command::Run(args) => profiler::run::main(&args),
+        Command::Diff(args) => profiler::diff::main(&args),
         Command::C2c(args) => run_c2c(&args),
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;

@@ -36,7 +36,7 @@ const COLOURS: [&str; 8] = [
     "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
 ];
 const WIDTH: f64 = 760.0;
-const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff;max-width:1100px}
+pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}h3{font-size:15px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
 td{text-align:right}td:first-child,th:first-child{text-align:left}th{background:#f0f0f0}

@@ -24,7 +24,7 @@ use std::{
 use anyhow::{Result, bail};
 use clap::Args;
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use self::atomic::Destination;
 use crate::{
@@ -38,7 +38,7 @@ use crate::{
 pub const SCHEMA_VERSION: u32 = 3;
 
 /// Where and how the measurements were made.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Metadata {
     /// `attach` or `run`.
     pub command: String,
