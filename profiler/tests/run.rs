@@ -7,7 +7,7 @@ use profiler::{
     loadgen::{Stop, Workload},
     run::{
         self, Experiment, RUN_SYSCALLS, RunOptions, ScenarioSpec,
-        model::{RunKind, Variant, VariantResult},
+        model::{RunKind, Subject, Variant, VariantResult},
     },
 };
 use profiler_common::ErrnoClass;
@@ -30,7 +30,7 @@ fn servers_binary() -> PathBuf {
 
 fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
     RunOptions {
-        variants: variants.to_vec(),
+        variants: variants.iter().copied().map(Subject::from).collect(),
         scenarios: vec![scenario],
         workload: Workload::ShortEcho,
         payload: 64,
@@ -63,7 +63,7 @@ fn variant(e: &Experiment, v: Variant) -> &VariantResult {
     e.scenarios[0]
         .variants
         .iter()
-        .find(|x| x.variant == v)
+        .find(|x| x.variant == Subject::Builtin(v))
         .expect("variant measured")
 }
 
@@ -442,6 +442,140 @@ fn open_loop_reports_corrected_latency_next_to_the_uncorrected() {
     );
 }
 
+/// A level-triggered epoll echo server in C, the kind of server a user brings: listens on
+/// 127.0.0.1:argv[1], echoes what it reads, closes at EOF. Compiled by the test with gcc.
+const C_ECHO_SERVER: &str = r"
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128)) return 1;
+    int ep = epoll_create1(0);
+    struct epoll_event ev = { .events = EPOLLIN, .data.fd = l }, evs[64];
+    epoll_ctl(ep, EPOLL_CTL_ADD, l, &ev);
+    char buf[4096];
+    for (;;) {
+        int n = epoll_wait(ep, evs, 64, -1);
+        for (int i = 0; i < n; i++) {
+            int fd = evs[i].data.fd;
+            if (fd == l) {
+                int c = accept(l, 0, 0);
+                if (c < 0) continue;
+                struct epoll_event ce = { .events = EPOLLIN, .data.fd = c };
+                epoll_ctl(ep, EPOLL_CTL_ADD, c, &ce);
+            } else {
+                ssize_t r = read(fd, buf, sizeof buf);
+                if (r <= 0) { close(fd); continue; }
+                for (ssize_t w = 0; w < r;) { ssize_t k = write(fd, buf + w, r - w); if (k <= 0) break; w += k; }
+            }
+        }
+    }
+}
+";
+
+/// `--server-cmd` drives a server the project did not build (a C epoll server compiled here)
+/// through the same load, baseline runs and syscall timing as a built-in variant, beside lt:
+/// every request answered, one accept and one close per connection, its name in the report and
+/// the JSON, and its command in the metadata.
+#[test]
+fn a_users_own_server_is_driven_and_timed_like_a_variant() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("echo.c");
+    std::fs::write(&source, C_ECHO_SERVER).unwrap();
+    let binary = dir.path().join("echo");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .expect("gcc runs (apt-get install gcc)");
+    assert!(
+        gcc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gcc.stderr)
+    );
+    let json = dir.path().join("r.json");
+    const REQUESTS: u64 = 300;
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["run", "--variants", "lt", "--server-cmd"])
+        .arg(format!("cecho={} {{port}}", binary.display()))
+        .args([
+            "--concurrency",
+            "1",
+            "--runs",
+            "2",
+            "--baseline",
+            "--requests",
+            &REQUESTS.to_string(),
+            "--warmup",
+            "50",
+            "--export-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Against lt, with an interval, and against its own baseline runs.
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("cecho") && l.contains('[')),
+        "{text}"
+    );
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert!(
+        data["metadata"]["settings"]["server_cmd.cecho"]
+            .as_str()
+            .is_some_and(|c| c.contains("{port}")),
+        "{}",
+        data["metadata"]
+    );
+    let runs: Vec<&serde_json::Value> = data["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["variant"] == "cecho" && !m["run"].is_null())
+        .collect();
+    assert_eq!(runs.len(), 2, "two profiled runs of cecho");
+    for m in runs {
+        assert_eq!(m["load"]["requests"], REQUESTS);
+        let calls = |name: &str| {
+            m["syscalls"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|s| s["name"] == name)
+                .map_or(0, |s| s["calls"].as_u64().unwrap())
+        };
+        // One accept per connection (the warm-up's are reset away), a write per request, a
+        // read per request and one at EOF, a close per connection (the last warm-up
+        // connection's EOF read and close may fall after the reset).
+        assert_eq!(calls("accept"), REQUESTS, "{m}");
+        assert_eq!(calls("write"), REQUESTS, "{m}");
+        assert!(calls("close") >= REQUESTS - 1, "{m}");
+        assert!(calls("read") >= 2 * REQUESTS - 2, "{m}");
+        assert!(calls("epoll_wait") >= REQUESTS, "{m}");
+    }
+    let baseline = data["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["variant"] == "cecho" && c["relative_to"] == "baseline")
+        .unwrap_or_else(|| panic!("cecho against its baseline: {}", data["comparisons"]));
+    assert_eq!(baseline["pairs"], 2);
+}
+
 fn profiler_run(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
         .arg("run")
@@ -484,6 +618,19 @@ fn bad_option_values_get_one_line_errors() {
             "longer than a year",
         ),
         (vec!["--idle-conns", "99999999999"], "--idle-conns"),
+        (
+            vec!["--server-cmd", "./server --port {port}"],
+            "has no NAME=",
+        ),
+        (vec!["--server-cmd", "mine=./server"], "has no {port}"),
+        (
+            vec!["--server-cmd", "lt=./server {port}"],
+            "'lt' is a built-in variant's name",
+        ),
+        (
+            vec!["--server-cmd", "a=x {port}", "--server-cmd", "a=y {port}"],
+            "--server-cmd a: the name is taken",
+        ),
         (vec!["--syscalls", ","], "names no syscall"),
         (vec!["--timeout", "1ns"], "below the 1 ms"),
         (

@@ -21,7 +21,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 
 use self::{
-    model::{RunKind, RunResult, ScenarioResult, Variant, VariantResult},
+    model::{RunKind, RunResult, ScenarioResult, Subject, Variant, VariantResult},
     server::{Server, ServerSpec},
 };
 use crate::{
@@ -79,10 +79,15 @@ fn settings(metadata: &mut Metadata, options: &RunOptions) {
         options
             .variants
             .iter()
-            .map(|v| v.name())
+            .map(Subject::name)
             .collect::<Vec<_>>()
             .join(","),
     );
+    for v in &options.variants {
+        if let Subject::Command(c) = v {
+            s.insert(format!("server_cmd.{}", c.name), c.command.clone());
+        }
+    }
     s.insert("workload".into(), options.workload.to_string());
     s.insert("payload_bytes".into(), options.payload.to_string());
     s.insert("server_cpus".into(), list(&options.server_cpus));
@@ -312,8 +317,8 @@ impl ScenarioSpec {
 /// Everything `profiler run` was asked to do.
 #[derive(Clone, Debug)]
 pub struct RunOptions {
-    /// Variants, in order.
-    pub variants: Vec<Variant>,
+    /// Servers under test, in order: built-in variants and `--server-cmd` commands.
+    pub variants: Vec<Subject>,
     /// The parts of the experiment, in order.
     pub scenarios: Vec<ScenarioSpec>,
     /// Traffic.
@@ -399,7 +404,9 @@ pub struct Experiment {
 /// after the current run, and what was measured is returned either way.
 pub fn run(options: &RunOptions) -> Result<Experiment> {
     crate::bpf::environment::prepare()?;
-    if !options.server_bin.is_file() {
+    let builtin = options.scenarios.iter().any(|s| s.variants.is_some())
+        || options.variants.iter().any(|v| v.builtin().is_some());
+    if builtin && !options.server_bin.is_file() {
         bail!(
             "server binary {} not found: build it with `cargo build --release -p servers` or pass --server-bin PATH",
             options.server_bin.display()
@@ -420,10 +427,10 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     let mut scenarios = Vec::new();
     let mut stopped_early = None;
     'scenarios: for spec in &options.scenarios {
-        let variants = spec
-            .variants
-            .clone()
-            .unwrap_or_else(|| options.variants.clone());
+        let variants: Vec<Subject> = spec.variants.as_ref().map_or_else(
+            || options.variants.clone(),
+            |v| v.iter().copied().map(Subject::from).collect(),
+        );
         let server_cpus = options.server_cpus_of(spec);
         let shared_cpus: Vec<usize> = if server_cpus.is_empty() || options.client_cpus.is_empty() {
             // Unpinned on either side: they can share any CPU.
@@ -441,7 +448,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             concurrency: spec.concurrency,
             variants: Vec::new(),
             mp_workers: variants
-                .contains(&Variant::Mp)
+                .contains(&Subject::Builtin(Variant::Mp))
                 .then(|| options.mp_workers(spec)),
             server_cpus,
             shared_cpus,
@@ -451,8 +458,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         // run i of two variants were made next to each other (they are compared in pairs).
         let mut results: Vec<VariantResult> = variants
             .iter()
-            .map(|&variant| VariantResult {
-                variant,
+            .map(|variant| VariantResult {
+                variant: variant.clone(),
                 runs: Vec::new(),
                 failure: None,
             })
@@ -466,7 +473,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 if finished[i] {
                     continue;
                 }
-                let variant = variants[i];
+                let variant = &variants[i];
                 let vr = &mut results[i];
                 for &(kind, number) in plan.iter().filter(|(_, n)| *n == round) {
                     if interrupted.load(Ordering::Relaxed) {
@@ -578,7 +585,7 @@ fn too_many_failures(run: &RunResult) -> Option<String> {
 fn measure_run(
     options: &RunOptions,
     spec: &ScenarioSpec,
-    variant: Variant,
+    variant: &Subject,
     kind: RunKind,
     number: u32,
     progress: &Progress,
@@ -590,7 +597,7 @@ fn measure_run(
     let strace_out = tempfile::NamedTempFile::new().context("creating strace's output file")?;
     let server_spec = ServerSpec {
         binary: options.server_bin.clone(),
-        variant,
+        variant: variant.clone(),
         protocol: if options.workload == Workload::HttpKeepAlive {
             "http"
         } else {
@@ -616,7 +623,7 @@ fn measure_run(
                 // The compat programs run for every syscall of the machine (~150 ns a call on
                 // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
                 // program (a 32-bit one, or a script).
-                compat: !crate::process::is_elf64(&options.server_bin),
+                compat: !crate::process::is_elf64(&server_spec.program()),
                 ..SessionConfig::new(options.syscalls.clone(), Target::Processes(vec![pid]))
             })?;
             *session.borrow_mut() = Some(s);
@@ -674,7 +681,8 @@ fn measure_run(
     };
     let pids = match &session {
         Some(s) => s.tracked_pids()?,
-        None => vec![server.pid()],
+        // Unprofiled: the server and every process under it (mp's workers, a user server's).
+        None => server::with_descendants(server.pid()),
     };
     let cpu_before = server::cpu_time(&pids);
     let ticker = progress.follow(Arc::clone(&counter), spec.stop);
@@ -686,7 +694,7 @@ fn measure_run(
     };
     let pids_after = match &session {
         Some(s) => s.tracked_pids()?,
-        None => pids,
+        None => server::with_descendants(server.pid()),
     };
     let cpu_after = server::cpu_time(&pids_after);
     let server_died = server
@@ -790,7 +798,7 @@ impl Progress {
         }
     }
 
-    fn start_run(&self, title: &str, variant: Variant, kind: RunKind, number: u32, stop: Stop) {
+    fn start_run(&self, title: &str, variant: &Subject, kind: RunKind, number: u32, stop: Stop) {
         let what = format!("{title}: {variant} {} {number}", kind.name());
         // The length is known before the load starts (the bar said 0/0 through the warm-up).
         self.bar.set_length(match stop {

@@ -1,10 +1,62 @@
 //! What `profiler run` measured: scenarios × variants × runs, and the statistics over runs.
 
 use serde::Serialize;
-/// A server variant under test: the servers crate's one description of them.
+/// A built-in server variant: the servers crate's one description of them.
 pub use servers::Variant;
 
 use crate::{loadgen::LoadReport, samples::MedianInterval, stats::Snapshot};
+
+/// A server under test: one of the built-in variants, or a command of the user's
+/// (`--server-cmd NAME=CMD`) driven through the same load, baselines, timing and reports.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Subject {
+    /// The `servers` binary in one of its modes.
+    Builtin(Variant),
+    /// The user's own server.
+    Command(UserServer),
+}
+
+/// `--server-cmd NAME=CMD`: a server the project did not build.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UserServer {
+    /// How the reports name it.
+    pub name: String,
+    /// A shell command line with `{port}` where the port goes (the profiler picks a free one
+    /// for each run).
+    pub command: String,
+}
+
+impl Subject {
+    /// How the reports and exports name it (`lt`, or the user's name).
+    #[must_use]
+    pub fn name(&self) -> &str {
+        match self {
+            Self::Builtin(v) => v.name(),
+            Self::Command(c) => &c.name,
+        }
+    }
+
+    /// The built-in variant, if it is one.
+    #[must_use]
+    pub fn builtin(&self) -> Option<Variant> {
+        match self {
+            Self::Builtin(v) => Some(*v),
+            Self::Command(_) => None,
+        }
+    }
+}
+
+impl From<Variant> for Subject {
+    fn from(v: Variant) -> Self {
+        Self::Builtin(v)
+    }
+}
+
+impl std::fmt::Display for Subject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// How a run was made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -121,7 +173,7 @@ impl RunResult {
 #[derive(Clone, Debug)]
 pub struct VariantResult {
     /// Which server.
-    pub variant: Variant,
+    pub variant: Subject,
     /// Runs, profiled first, then baseline and strace runs.
     pub runs: Vec<RunResult>,
     /// Set when the variant could not be measured at all: why.

@@ -5,7 +5,11 @@ use std::{path::PathBuf, time::Duration};
 use anyhow::{Context as _, Result, bail};
 use clap::{Args, ValueEnum};
 
-use super::{RUN_SYSCALLS, RunOptions, ScenarioSpec, model::Variant, server};
+use super::{
+    RUN_SYSCALLS, RunOptions, ScenarioSpec,
+    model::{Subject, UserServer, Variant},
+    server,
+};
 use crate::{
     bpf::Syscall,
     export::ExportArgs,
@@ -24,9 +28,15 @@ use crate::{
     profiler run --idle-conns 10000 --lt-epollout --variants lt,et
     profiler run --preset comprehensive               # the reference suite in one command")]
 pub struct RunArgs {
-    /// Server variants, comma-separated.
-    #[arg(long, value_delimiter = ',', value_enum, default_values_t = Variant::ALL)]
-    pub variants: Vec<Variant>,
+    /// Server variants, comma-separated [default: all four, or none with --server-cmd].
+    #[arg(long, value_delimiter = ',', value_enum)]
+    pub variants: Option<Vec<Variant>>,
+    /// Your own server as NAME=CMD (repeatable): a shell command with `{port}` where the port
+    /// goes, driven like the built-in variants (load, baselines, syscall timing, reports), e.g.
+    /// 'nginx=nginx -c /etc/my.conf -g "daemon off;" -e stderr' with `listen {port}` in its
+    /// config made by you, or 'mine=./server --port {port}'.
+    #[arg(long, value_name = "NAME=CMD", value_parser = parse_server_cmd, conflicts_with = "preset")]
+    pub server_cmd: Vec<UserServer>,
     /// Traffic.
     #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
     pub workload: Workload,
@@ -106,6 +116,42 @@ pub struct RunArgs {
     pub exports: ExportArgs,
 }
 
+/// `--server-cmd NAME=CMD`: a name (letters, digits, `-`, `_`, `.`) and a command with `{port}`.
+fn parse_server_cmd(text: &str) -> Result<UserServer, String> {
+    let Some((name, command)) = text.split_once('=') else {
+        return Err(format!(
+            "'{text}' has no NAME=: write it as NAME=CMD, e.g. 'mine=./server --port {{port}}'"
+        ));
+    };
+    let name = name.trim();
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(format!(
+            "'{name}' is not a server name: use letters, digits, '-', '_' or '.' before the '='"
+        ));
+    }
+    if name.parse::<Variant>().is_ok() {
+        return Err(format!(
+            "'{name}' is a built-in variant's name: give your server another"
+        ));
+    }
+    if command.trim().is_empty() {
+        return Err(format!("{name}: no command after the '='"));
+    }
+    if !command.contains("{port}") {
+        return Err(format!(
+            "{name}: the command has no {{port}}: the profiler picks a free port for each run and puts it there (e.g. './server --port {{port}}')"
+        ));
+    }
+    Ok(UserServer {
+        name: name.to_owned(),
+        command: command.trim().to_owned(),
+    })
+}
+
 /// `profiler run --preset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
@@ -122,11 +168,27 @@ pub const DEFAULT_RUNS: u32 = 3;
 /// Validates `args` and builds the options (syscall names are resolved by the caller's check of
 /// tracefs first).
 pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
-    let mut variants = Vec::new();
-    for &v in &args.variants {
-        if !variants.contains(&v) {
-            variants.push(v);
+    let builtin = match &args.variants {
+        Some(v) => v.clone(),
+        None if args.server_cmd.is_empty() => Variant::ALL.to_vec(),
+        None => Vec::new(),
+    };
+    let mut variants: Vec<Subject> = Vec::new();
+    for v in builtin
+        .into_iter()
+        .map(Subject::from)
+        .chain(args.server_cmd.iter().cloned().map(Subject::Command))
+    {
+        if variants.iter().any(|known| known.name() == v.name()) {
+            if matches!(v, Subject::Command(_)) {
+                bail!(
+                    "--server-cmd {}: the name is taken by another --server-cmd; give each server its own name",
+                    v.name()
+                );
+            }
+            continue;
         }
+        variants.push(v);
     }
     let workload = args.workload;
     if let Some(rate) = args.rate

@@ -117,7 +117,7 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
     // scenarios differ only in the " [server CPUs ...]" their titles end with.
     let key = |s: &ScenarioResult, v: &VariantResult| {
         let base = s.title.split(" [server CPUs").next().unwrap_or(&s.title);
-        (base.to_owned(), s.concurrency, v.variant)
+        (base.to_owned(), s.concurrency, v.variant.clone())
     };
     let mut rows = Vec::new();
     for s in &experiment.scenarios {
@@ -581,7 +581,11 @@ fn workers_sections(s: &ScenarioResult) -> Vec<Section> {
         .mp_workers
         .as_ref()
         .map_or(String::new(), |(n, why)| format!("; {n} workers: {why}"));
-    for v in s.variants.iter().filter(|v| v.variant == Variant::Mp) {
+    for v in s
+        .variants
+        .iter()
+        .filter(|v| v.variant.builtin() == Some(Variant::Mp))
+    {
         // Each run has its own workers (new pids): one table for the first run, a line for each.
         for (i, run) in v.of_kind(RunKind::Profiled).enumerate() {
             let Some((table, summary)) = worker_distribution(&run.syscalls) else {

@@ -12,7 +12,7 @@ use std::{
 
 use anyhow::{Context as _, Result, bail};
 
-use super::model::{CpuTime, Variant};
+use super::model::{CpuTime, Subject, Variant};
 use crate::process::{StoppedChild, describe_exit};
 
 /// How long a server may take to print its `listening on` line.
@@ -21,10 +21,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(10);
 /// How to start one server.
 #[derive(Clone, Debug)]
 pub struct ServerSpec {
-    /// The `servers` binary (or a wrapper taking the same arguments).
+    /// The `servers` binary (or a wrapper taking the same arguments), for built-in variants.
     pub binary: PathBuf,
-    /// Which variant.
-    pub variant: Variant,
+    /// Which server: a built-in variant, or the user's command.
+    pub variant: Subject,
     /// `echo` or `http`.
     pub protocol: &'static str,
     /// CPUs to pin it to (empty: unpinned).
@@ -41,9 +41,10 @@ pub struct ServerSpec {
 }
 
 impl ServerSpec {
-    /// The command line.
+    /// The command line; a user's command gets `port` in place of `{port}` and runs under
+    /// `sh -c` (which execs a simple command, so the server is the process started).
     #[must_use]
-    pub fn command(&self) -> Vec<String> {
+    pub fn command(&self, port: u16) -> Vec<String> {
         let mut cmd = Vec::new();
         if let Some((output, syscalls)) = &self.strace {
             cmd.extend(["strace".to_owned(), "-f".into(), "-c".into(), "-o".into()]);
@@ -53,8 +54,16 @@ impl ServerSpec {
                 cmd.push(format!("trace={}", syscalls.join(",")));
             }
         }
+        let variant = match &self.variant {
+            Subject::Builtin(v) => *v,
+            Subject::Command(c) => {
+                cmd.extend(["sh".to_owned(), "-c".to_owned()]);
+                cmd.push(c.command.replace("{port}", &port.to_string()));
+                return cmd;
+            }
+        };
         cmd.push(self.binary.display().to_string());
-        cmd.extend(["--mode".to_owned(), self.variant.name().to_owned()]);
+        cmd.extend(["--mode".to_owned(), variant.name().to_owned()]);
         cmd.extend([
             "--protocol".to_owned(),
             self.protocol.to_owned(),
@@ -65,18 +74,33 @@ impl ServerSpec {
             let list: Vec<String> = self.cpus.iter().map(usize::to_string).collect();
             cmd.extend(["--cpus".to_owned(), list.join(",")]);
         }
-        if self.variant == Variant::Mp
+        if variant == Variant::Mp
             && let Some(w) = self.workers
         {
             cmd.extend(["--workers".to_owned(), w.to_string()]);
         }
-        if self.lt_epollout && self.variant.is_level_triggered() {
+        if self.lt_epollout && variant.is_level_triggered() {
             cmd.push("--lt-epollout".to_owned());
         }
         if let Some(n) = self.nofile {
             cmd.extend(["--nofile".to_owned(), n.to_string()]);
         }
         cmd
+    }
+
+    /// The program that serves: the `servers` binary, or the first word of the user's command
+    /// as `PATH` finds it (for telling a 64-bit ELF program from anything else).
+    #[must_use]
+    pub fn program(&self) -> PathBuf {
+        match &self.variant {
+            Subject::Builtin(_) => self.binary.clone(),
+            Subject::Command(c) => c
+                .command
+                .split_whitespace()
+                .next()
+                .and_then(|w| crate::process::resolve_program(w).ok())
+                .unwrap_or_default(),
+        }
     }
 }
 
@@ -95,24 +119,42 @@ impl Server {
     /// Starts the server stopped; `before_exec` runs with its pid (e.g. to track it) before it
     /// is let go; then waits for its `listening on` line.
     pub fn start(spec: &ServerSpec, before_exec: impl FnOnce(u32) -> Result<()>) -> Result<Self> {
-        let command = spec.command();
+        // A user's server listens where it is told: on a port free now.
+        let port = match &spec.variant {
+            Subject::Builtin(_) => 0,
+            Subject::Command(_) => free_port()?,
+        };
+        let command = spec.command(port);
         let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
         let mut child =
             StoppedChild::spawn(&command, true, Some(&log), true).with_context(|| {
                 format!(
                     "starting the {} server ({})",
                     spec.variant,
-                    spec.binary.display()
+                    command.join(" ")
                 )
             })?;
-        if let Err(e) = before_exec(child.pid) {
+        let pinned = match (&spec.variant, spec.cpus.is_empty()) {
+            // The servers binary pins itself (--cpus); a user's server is pinned from outside,
+            // before it execs, so every thread and child it makes inherits the set.
+            (Subject::Command(_), false) => pin(child.pid, &spec.cpus),
+            _ => Ok(()),
+        };
+        if let Err(e) = pinned.and_then(|()| before_exec(child.pid)) {
             child.kill();
             return Err(e);
         }
         child.resume()?;
         let stdout = child.stdout.take().context("server stdout")?;
         let lines = forward_lines(stdout);
-        let addr = match wait_listening(&lines, &child) {
+        let ready = match &spec.variant {
+            Subject::Builtin(_) => wait_listening(&lines, &child),
+            Subject::Command(_) => {
+                let addr = SocketAddr::from(([127, 0, 0, 1], port));
+                wait_connectable(addr, &child).map(|()| addr)
+            }
+        };
+        let addr = match ready {
             Ok(addr) => addr,
             Err(e) => {
                 child.kill();
@@ -251,6 +293,73 @@ fn wait_listening(lines: &mpsc::Receiver<String>, child: &StoppedChild) -> Resul
     }
 }
 
+/// A TCP port free on loopback now (the kernel's pick; another process could take it before the
+/// server binds it, which then fails to start, loudly).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind(("127.0.0.1", 0))
+        .context("finding a free port for the server")?;
+    Ok(listener.local_addr()?.port())
+}
+
+/// Pins the stopped child `pid` to `cpus`.
+fn pin(pid: u32, cpus: &[usize]) -> Result<()> {
+    // SAFETY: a zeroed cpu_set_t is the empty set; CPU_SET writes within it.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &cpu in cpus {
+        // SAFETY: see above.
+        unsafe { libc::CPU_SET(cpu, &mut set) };
+    }
+    // SAFETY: a valid set for a process of ours.
+    if unsafe { libc::sched_setaffinity(pid as i32, std::mem::size_of_val(&set), &raw const set) }
+        != 0
+    {
+        bail!(
+            "pinning the server to CPUs {}: {}",
+            cpuset::format_cpu_list(cpus),
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(())
+}
+
+/// Waits until `addr` accepts a connection (a user's server prints nothing we could wait for).
+fn wait_connectable(addr: SocketAddr, child: &StoppedChild) -> Result<()> {
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    loop {
+        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+            return Ok(());
+        }
+        if let Some(code) = child.try_wait()? {
+            bail!("it {} before listening on {addr}", describe_exit(code));
+        }
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "nothing accepted connections on {addr} within {}s: does the command listen on {{port}}?",
+                READY_TIMEOUT.as_secs()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `pid` and every process below it.
+#[must_use]
+pub fn with_descendants(pid: u32) -> Vec<u32> {
+    let mut all = vec![pid];
+    let mut i = 0;
+    while i < all.len() && all.len() < 65_536 {
+        let children = children_of(all[i]);
+        all.extend(
+            children
+                .into_iter()
+                .filter(|c| !all.contains(c))
+                .collect::<Vec<_>>(),
+        );
+        i += 1;
+    }
+    all
+}
+
 /// Direct children of `pid` (all its threads').
 #[must_use]
 pub fn children_of(pid: u32) -> Vec<u32> {
@@ -375,7 +484,7 @@ mod tests {
         for variant in Variant::ALL {
             let spec = ServerSpec {
                 binary: PathBuf::from("servers"),
-                variant,
+                variant: variant.into(),
                 protocol: "echo",
                 cpus: vec![],
                 workers: None,
@@ -384,7 +493,7 @@ mod tests {
                 strace: None,
             };
             assert_eq!(
-                spec.command().iter().any(|a| a == "--lt-epollout"),
+                spec.command(0).iter().any(|a| a == "--lt-epollout"),
                 variant.is_level_triggered(),
                 "{variant}"
             );
