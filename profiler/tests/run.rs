@@ -479,17 +479,11 @@ int main(int argc, char **argv) {
 }
 ";
 
-/// `--server-cmd` drives a server the project did not build (a C epoll server compiled here)
-/// through the same load, baseline runs and syscall timing as a built-in variant, beside lt:
-/// every request answered, one accept and one close per connection, its name in the report and
-/// the JSON, and its command in the metadata.
-#[test]
-fn a_users_own_server_is_driven_and_timed_like_a_variant() {
-    let _serial = serial();
-    let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("echo.c");
+/// Compiles [`C_ECHO_SERVER`] into `dir` with gcc.
+fn compile_c_echo_server(dir: &std::path::Path) -> PathBuf {
+    let source = dir.join("echo.c");
     std::fs::write(&source, C_ECHO_SERVER).unwrap();
-    let binary = dir.path().join("echo");
+    let binary = dir.join("echo");
     let gcc = Command::new("gcc")
         .args(["-O2", "-o"])
         .arg(&binary)
@@ -501,6 +495,102 @@ fn a_users_own_server_is_driven_and_timed_like_a_variant() {
         "{}",
         String::from_utf8_lossy(&gcc.stderr)
     );
+    binary
+}
+
+/// `--target HOST:PORT --pid PID` measures a server that was running before the profiler
+/// started and goes on running after it: its calls timed, its baseline runs made on the same
+/// process.
+#[test]
+fn a_server_already_running_is_measured_where_it_is_and_left_running() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let binary = compile_c_echo_server(dir.path());
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut server = Command::new(&binary).arg(port.to_string()).spawn().unwrap();
+    let addr = format!("127.0.0.1:{port}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while std::net::TcpStream::connect(&addr).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the C server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let json = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["run", "--target", &addr, "--pid", &server.id().to_string()])
+        .args([
+            "--concurrency",
+            "1",
+            "--runs",
+            "2",
+            "--baseline",
+            "--requests",
+            "200",
+            "--warmup",
+            "20",
+            "--export-json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let still_running = server.try_wait().unwrap().is_none();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        still_running,
+        "the profiler stopped a server it did not start"
+    );
+    let data: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let name = format!("echo-{}", server.id());
+    let runs: Vec<&serde_json::Value> = data["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["variant"] == name.as_str() && !m["run"].is_null())
+        .collect();
+    assert_eq!(runs.len(), 2, "{}", data["measurements"]);
+    for m in runs {
+        assert_eq!(m["load"]["requests"], 200);
+        let accepts = m["syscalls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "accept")
+            .map_or(0, |s| s["calls"].as_u64().unwrap());
+        assert_eq!(accepts, 200, "{m}");
+    }
+    assert!(
+        data["comparisons"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["variant"] == name.as_str() && c["relative_to"] == "baseline"),
+        "{}",
+        data["comparisons"]
+    );
+}
+
+/// `--server-cmd` drives a server the project did not build (a C epoll server compiled here)
+/// through the same load, baseline runs and syscall timing as a built-in variant, beside lt:
+/// every request answered, one accept and one close per connection, its name in the report and
+/// the JSON, and its command in the metadata.
+#[test]
+fn a_users_own_server_is_driven_and_timed_like_a_variant() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let binary = compile_c_echo_server(dir.path());
     let json = dir.path().join("r.json");
     const REQUESTS: u64 = 300;
     let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
@@ -623,6 +713,12 @@ fn bad_option_values_get_one_line_errors() {
             "has no NAME=",
         ),
         (vec!["--server-cmd", "mine=./server"], "has no {port}"),
+        (vec!["--target", "127.0.0.1:1"], "--pid <PID>"),
+        (vec!["--target", "nowhere", "--pid", "1"], "give HOST:PORT"),
+        (
+            vec!["--target", "127.0.0.1:1", "--pid", "1", "--variants", "lt"],
+            "cannot be used with",
+        ),
         (
             vec!["--server-cmd", "lt=./server {port}"],
             "'lt' is a built-in variant's name",

@@ -14,6 +14,20 @@ pub enum Subject {
     Builtin(Variant),
     /// The user's own server.
     Command(UserServer),
+    /// A server already running (`--target HOST:PORT --pid PID`): measured where it is, never
+    /// started or stopped by us.
+    Running(RunningServer),
+}
+
+/// `--target HOST:PORT --pid PID`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunningServer {
+    /// How the reports name it: its command name and pid (`nginx-1234`).
+    pub name: String,
+    /// The process to trace (its threads and the children it forks are followed).
+    pub pid: u32,
+    /// Where the load goes.
+    pub addr: std::net::SocketAddr,
 }
 
 /// `--server-cmd NAME=CMD`: a server the project did not build.
@@ -33,6 +47,7 @@ impl Subject {
         match self {
             Self::Builtin(v) => v.name(),
             Self::Command(c) => &c.name,
+            Self::Running(r) => &r.name,
         }
     }
 
@@ -41,7 +56,7 @@ impl Subject {
     pub fn builtin(&self) -> Option<Variant> {
         match self {
             Self::Builtin(v) => Some(*v),
-            Self::Command(_) => None,
+            Self::Command(_) | Self::Running(_) => None,
         }
     }
 }

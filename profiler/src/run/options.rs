@@ -7,7 +7,7 @@ use clap::{Args, ValueEnum};
 
 use super::{
     RUN_SYSCALLS, RunOptions, ScenarioSpec,
-    model::{Subject, UserServer, Variant},
+    model::{RunningServer, Subject, UserServer, Variant},
     server,
 };
 use crate::{
@@ -37,6 +37,13 @@ pub struct RunArgs {
     /// config made by you, or 'mine=./server --port {port}'.
     #[arg(long, value_name = "NAME=CMD", value_parser = parse_server_cmd, conflicts_with = "preset")]
     pub server_cmd: Vec<UserServer>,
+    /// A server already running, at HOST:PORT (with --pid): measured where it is, neither
+    /// started nor stopped; the only server of the run.
+    #[arg(long, value_name = "HOST:PORT", requires = "pid", conflicts_with_all = ["variants", "server_cmd", "preset", "strace", "server_cpus", "workers", "lt_epollout"])]
+    pub target: Option<String>,
+    /// The process of the --target server (its threads and the children it forks are traced).
+    #[arg(long, requires = "target")]
+    pub pid: Option<u32>,
     /// Traffic.
     #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
     pub workload: Workload,
@@ -116,6 +123,43 @@ pub struct RunArgs {
     pub exports: ExportArgs,
 }
 
+/// `--target HOST:PORT --pid PID`: the address resolved, the process checked, named after its
+/// command.
+fn running_server(target: &str, pid: u32) -> Result<RunningServer> {
+    use std::net::ToSocketAddrs as _;
+    let addr = target
+        .to_socket_addrs()
+        .with_context(|| format!("--target {target}: give HOST:PORT (e.g. 127.0.0.1:8080)"))?
+        .next()
+        .with_context(|| format!("--target {target}: the name resolves to no address"))?;
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
+        .with_context(|| format!("--pid {pid}: no such process"))?;
+    if pid == std::process::id() {
+        bail!("--pid {pid} is the profiler itself: give the server's pid");
+    }
+    Ok(RunningServer {
+        name: format!("{}-{pid}", comm.trim()),
+        pid,
+        addr,
+    })
+}
+
+/// The CPUs process `pid` may run on.
+fn process_cpus(pid: u32) -> Result<Vec<usize>> {
+    // SAFETY: a zeroed cpu_set_t is a valid (empty) set for the kernel to fill.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid set and its size.
+    if unsafe { libc::sched_getaffinity(pid as i32, std::mem::size_of_val(&set), &raw mut set) }
+        != 0
+    {
+        bail!(
+            "--pid {pid}: reading its CPUs: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+    Ok(cpuset::affinity::cpus_in(&set))
+}
+
 /// `--server-cmd NAME=CMD`: a name (letters, digits, `-`, `_`, `.`) and a command with `{port}`.
 fn parse_server_cmd(text: &str) -> Result<UserServer, String> {
     let Some((name, command)) = text.split_once('=') else {
@@ -168,9 +212,13 @@ pub const DEFAULT_RUNS: u32 = 3;
 /// Validates `args` and builds the options (syscall names are resolved by the caller's check of
 /// tracefs first).
 pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
+    let running = match (&args.target, args.pid) {
+        (Some(target), Some(pid)) => Some(running_server(target, pid)?),
+        _ => None,
+    };
     let builtin = match &args.variants {
         Some(v) => v.clone(),
-        None if args.server_cmd.is_empty() => Variant::ALL.to_vec(),
+        None if args.server_cmd.is_empty() && running.is_none() => Variant::ALL.to_vec(),
         None => Vec::new(),
     };
     let mut variants: Vec<Subject> = Vec::new();
@@ -178,6 +226,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         .into_iter()
         .map(Subject::from)
         .chain(args.server_cmd.iter().cloned().map(Subject::Command))
+        .chain(running.clone().map(Subject::Running))
     {
         if variants.iter().any(|known| known.name() == v.name()) {
             if matches!(v, Subject::Command(_)) {
@@ -275,11 +324,18 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     {
         bail!("--drop-caches needs /proc/sys/vm/drop_caches, which this system does not have");
     }
+    let needs_servers = variants.iter().any(|v| v.builtin().is_some()) || args.preset.is_some();
     let server_bin = match &args.server_bin {
         Some(p) => p.clone(),
+        None if !needs_servers => PathBuf::new(),
         None => server::default_server_binary().context(
             "the `servers` binary is not next to profiler: build it (`cargo build --release -p servers`) or pass --server-bin PATH",
         )?,
+    };
+    // A running server stays on the CPUs it has: the report says which.
+    let server_cpus = match &running {
+        Some(r) => process_cpus(r.pid)?,
+        None => server_cpus,
     };
     Ok(RunOptions {
         variants,

@@ -61,6 +61,8 @@ impl ServerSpec {
                 cmd.push(c.command.replace("{port}", &port.to_string()));
                 return cmd;
             }
+            // Not started by us.
+            Subject::Running(_) => return Vec::new(),
         };
         cmd.push(self.binary.display().to_string());
         cmd.extend(["--mode".to_owned(), variant.name().to_owned()]);
@@ -100,13 +102,17 @@ impl ServerSpec {
                 .next()
                 .and_then(|w| crate::process::resolve_program(w).ok())
                 .unwrap_or_default(),
+            Subject::Running(r) => PathBuf::from(format!("/proc/{}/exe", r.pid)),
         }
     }
 }
 
-/// A running server.
+/// A running server: one we started, or one that was running already (`--target --pid`).
 pub struct Server {
-    child: StoppedChild,
+    /// What we started (`None`: a server we attached to, which we neither stop nor own).
+    child: Option<StoppedChild>,
+    /// Its pid.
+    pid: u32,
     /// Where it listens.
     pub addr: SocketAddr,
     /// Kept so the thread draining the server's stdout goes on (a full pipe would block it).
@@ -123,6 +129,7 @@ impl Server {
         let port = match &spec.variant {
             Subject::Builtin(_) => 0,
             Subject::Command(_) => free_port()?,
+            Subject::Running(r) => return Self::attach(r, before_exec),
         };
         let command = spec.command(port);
         let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
@@ -149,7 +156,7 @@ impl Server {
         let lines = forward_lines(stdout);
         let ready = match &spec.variant {
             Subject::Builtin(_) => wait_listening(&lines, &child),
-            Subject::Command(_) => {
+            Subject::Command(_) | Subject::Running(_) => {
                 let addr = SocketAddr::from(([127, 0, 0, 1], port));
                 wait_connectable(addr, &child).map(|()| addr)
             }
@@ -163,11 +170,34 @@ impl Server {
             }
         };
         Ok(Self {
-            child,
+            pid: child.pid,
+            child: Some(child),
             addr,
             _lines: lines,
             ended: None,
             log,
+        })
+    }
+
+    /// A server that runs already: `before_exec` (tracking) runs with its pid, and it must
+    /// accept a connection on its address.
+    fn attach(
+        r: &super::model::RunningServer,
+        before_exec: impl FnOnce(u32) -> Result<()>,
+    ) -> Result<Self> {
+        if !Path::new(&format!("/proc/{}", r.pid)).exists() {
+            bail!("--pid {}: no such process (it exited?)", r.pid);
+        }
+        before_exec(r.pid)?;
+        TcpStream::connect_timeout(&r.addr, Duration::from_secs(5))
+            .with_context(|| format!("--target {}: nothing accepts connections there", r.addr))?;
+        Ok(Self {
+            child: None,
+            pid: r.pid,
+            addr: r.addr,
+            _lines: mpsc::channel().1,
+            ended: None,
+            log: tempfile::tempfile().context("creating an empty server log")?,
         })
     }
 
@@ -177,16 +207,20 @@ impl Server {
         last_line(&self.log)
     }
 
-    /// The pid we started (strace's, under `--strace`).
+    /// The pid we started (strace's, under `--strace`), or the one we attached to.
     #[must_use]
     pub fn pid(&self) -> u32 {
-        self.child.pid
+        self.pid
     }
 
     /// Set once the server has exited: how.
     pub fn exit_status(&mut self) -> Result<Option<String>> {
+        let Some(child) = &self.child else {
+            return Ok((!Path::new(&format!("/proc/{}", self.pid)).exists())
+                .then(|| format!("process {} exited", self.pid)));
+        };
         if self.ended.is_none() {
-            self.ended = self.child.try_wait()?;
+            self.ended = child.try_wait()?;
         }
         Ok(self.ended.map(describe_exit))
     }
@@ -194,15 +228,18 @@ impl Server {
     /// SIGTERM (to the server itself; under strace, to strace's child so strace writes its
     /// summary), then waits; SIGKILL after 5 s. Returns how it ended.
     pub fn stop(mut self, under_strace: bool) -> Result<String> {
+        let Some(child) = &self.child else {
+            return Ok("left running (not started by the profiler)".to_owned());
+        };
         if self.ended.is_none() {
-            self.ended = self.child.try_wait()?;
+            self.ended = child.try_wait()?;
         }
         if let Some(code) = self.ended {
             self.kill_leftovers();
             return Ok(describe_exit(code));
         }
         let grace = if under_strace {
-            for pid in children_of(self.child.pid) {
+            for pid in children_of(self.pid) {
                 // SAFETY: signalling the traced server.
                 unsafe { libc::kill(pid as i32, libc::SIGTERM) };
             }
@@ -210,7 +247,10 @@ impl Server {
         } else {
             Duration::from_secs(5)
         };
-        let code = self.child.terminate(grace)?;
+        let code = self
+            .child
+            .as_mut()
+            .map_or(Ok(0), |child| child.terminate(grace))?;
         self.ended = Some(code);
         self.kill_leftovers();
         Ok(describe_exit(code))
@@ -219,16 +259,21 @@ impl Server {
     /// The server runs in a process group of its own: whatever it started and left behind
     /// (a wrapper script's children, a forking server's workers) goes with it.
     fn kill_leftovers(&self) {
-        // SAFETY: signalling the process group we created for the server (setpgid in the child).
-        unsafe { libc::kill(-(self.child.pid as i32), libc::SIGKILL) };
+        if self.child.is_some() {
+            // SAFETY: signalling the process group we created for the server (setpgid in the
+            // child).
+            unsafe { libc::kill(-(self.pid as i32), libc::SIGKILL) };
+        }
     }
 }
 
 /// A run that fails between start and stop still stops its server.
 impl Drop for Server {
     fn drop(&mut self) {
-        if self.ended.is_none() {
-            let _ = self.child.terminate(Duration::from_secs(1));
+        if self.ended.is_none()
+            && let Some(child) = &mut self.child
+        {
+            let _ = child.terminate(Duration::from_secs(1));
             self.kill_leftovers();
         }
     }
