@@ -598,20 +598,109 @@ fn check_report(name: &str, data: &ExportData) {
     }
 }
 
+/// The `<svg>` charts of a page, each with the heading (`<h2>`/`<h3>`) above it.
+fn charts(html: &str) -> Vec<(String, &str)> {
+    let mut out = Vec::new();
+    let mut heading = String::new();
+    let mut rest = html;
+    while let Some(at) = rest.find("<svg") {
+        let before = &rest[..at];
+        if let Some(h) = before.rfind("<h3>").or_else(|| before.rfind("<h2>")) {
+            let end = before[h..].find("</h").map_or(before.len(), |e| h + e);
+            before[h + 4..end].clone_into(&mut heading);
+        }
+        let end = rest[at..].find("</svg>").expect("closed svg") + at;
+        out.push((heading.clone(), &rest[at..end]));
+        rest = &rest[end..];
+    }
+    out
+}
+
 #[test]
 fn html_report_renders_in_headless_chromium_for_run_and_attach_data() {
     let run = run_data(&Shape::small());
     let html = text(&Html, &run);
+    let charts = charts(&html);
+    // One scenario (concurrency 10, CPUs 0): QPS, client latency, time per request, one
+    // percentile chart per syscall (4), calls per request; no concurrency sweep, no baseline.
     assert_eq!(
-        html.matches("<svg").count(),
-        1 + 4 + 1,
-        "QPS, one per syscall, calls per request"
+        charts.len(),
+        1 + 1 + 1 + 4 + 1,
+        "{:#?}",
+        charts.iter().map(|c| &c.0).collect::<Vec<_>>()
     );
+    assert!(!html.contains("QPS against concurrency"));
+    // A variant has one colour in every chart: lt the first, et the second.
+    for (heading, svg) in &charts {
+        assert!(
+            svg.contains("#1f77b4") && svg.contains("#ff7f0e"),
+            "{heading}: lt and et in their colours"
+        );
+    }
+    assert!(html.contains("Client latency by percentile") && html.contains("Where a request"));
     check_report("html-run", &run);
     let attach = attach_data();
     let html = text(&Html, &attach);
     assert!(html.contains("Calls per second") && !html.contains("Throughput"));
     check_report("html-attach", &attach);
+}
+
+/// A sweep over concurrency gets its QPS-against-concurrency line, a line per variant, and
+/// every chart stays within one scenario; a syscall with fewer than 100 calls is named, not
+/// drawn.
+#[test]
+fn html_report_draws_a_line_per_variant_over_concurrency_and_hides_thin_curves() {
+    let mut shape = Shape::small();
+    shape.concurrencies = vec![1, 10, 100];
+    let mut data = run_data(&shape);
+    // et's reads at concurrency 100: five calls.
+    for m in data
+        .measurements
+        .iter_mut()
+        .filter(|m| m.variant.as_deref() == Some("et") && m.concurrency == Some(100))
+    {
+        let read = m
+            .syscalls
+            .syscalls
+            .iter_mut()
+            .find(|s| s.name == "read")
+            .unwrap();
+        read.latency = profiler::stats::LatencyHistogram::default();
+        read.latency.record_n(1500, 5);
+        read.calls = 5;
+    }
+    let html = text(&Html, &data);
+    let charts = charts(&html);
+    let line = charts
+        .iter()
+        .find(|(h, _)| h.starts_with("QPS against concurrency"))
+        .expect("a QPS-against-concurrency chart");
+    assert_eq!(line.1.matches("<polyline").count(), 2, "a line per variant");
+    for level in ["1", "10", "100"] {
+        assert!(
+            line.1.contains(&format!(">{level}</text>")),
+            "concurrency {level} on the axis"
+        );
+    }
+    let qps_charts = charts
+        .iter()
+        .filter(|(_, svg)| svg.contains("aria-label=\"QPS per variant\""))
+        .count();
+    assert_eq!(qps_charts, 3, "one QPS chart per scenario");
+    let (_, thin) = charts
+        .iter()
+        .find(|(h, _)| h.starts_with("read — concurrency 100"))
+        .expect("read at concurrency 100");
+    assert_eq!(
+        thin.matches("<polyline").count(),
+        1,
+        "et's five reads are not drawn"
+    );
+    assert!(
+        thin.contains("not drawn, fewer than 100 values: et (5)"),
+        "{thin}"
+    );
+    check_report("html-sweep", &data);
 }
 
 // ---------- write_exports ----------

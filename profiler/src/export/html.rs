@@ -1,21 +1,29 @@
-//! `--export-html FILE.html` (alias `--report`): one self-contained page (inline CSS and SVG, no script, no external asset)
-//! with the report's charts and then every section of the report as tables: QPS per variant with
-//! the spread of runs, baseline against profiled QPS with the interval of the change, the
-//! percentile spectrum of each syscall, calls per request (per second for `attach`), and
-//! strace's time per call against the kernel's.
+//! `--export-html FILE.html` (alias `--report`): one self-contained page (inline CSS and SVG, no
+//! script, no external asset) with the report's charts ([`super::charts`]: per scenario, a
+//! colour per variant) and then every section of the report as tables: QPS per variant with the
+//! spread of runs, QPS against concurrency, baseline against profiled QPS with the interval of
+//! the change, the client's latency percentiles, where a request's time goes (by syscall and
+//! by CPU state), the percentile spectrum of each syscall with the variants compared, calls
+//! per request (per second for `attach`), and strace's time per call against the kernel's.
 
 use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use super::{Comparison, ExportData, Exporter, Measurement, StraceComparison};
+use super::{
+    Comparison, ExportData, Exporter, StraceComparison,
+    charts::{
+        COLOURS, Curve, Palette, WIDTH, calls_chart, legend_row, nice_max,
+        qps_by_concurrency_chart, qps_chart, scenarios, spectrum_chart, time_per_request_chart,
+        whisker, y_axis,
+    },
+};
 use crate::{
     report::{
         table::{Table, escape_html as esc},
-        units::{duration, duration_ns},
+        units::duration_ns,
     },
     run::model::RunKind,
-    stats::LatencyHistogram,
 };
 
 /// The HTML report format.
@@ -32,10 +40,6 @@ impl Exporter for Html {
     }
 }
 
-const COLOURS: [&str; 8] = [
-    "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-];
-const WIDTH: f64 = 760.0;
 pub(crate) const STYLE: &str = "body{font-family:sans-serif;margin:24px;color:#222;background:#fff;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;margin-top:28px;border-bottom:1px solid #ccc}h3{font-size:15px}
 table{border-collapse:collapse;margin:8px 0;font-size:13px}th,td{border:1px solid #ccc;padding:3px 7px}
@@ -82,9 +86,47 @@ pub fn render(data: &ExportData) -> String {
     }
 
     let summaries = data.summaries();
+    let palette = Palette::of(&summaries);
+    let scenarios = scenarios(&summaries);
+    let heading = |out: &mut String, s: &super::charts::Scenario| {
+        if !s.title.is_empty() {
+            let _ = writeln!(out, "<h3>{}</h3>", esc(&s.title));
+        }
+    };
     if summaries.iter().any(|m| m.load.is_some()) {
         out.push_str("<h2>Throughput</h2>\n");
-        out.push_str(&qps_chart(data, &summaries));
+        out.push_str(
+            "<p class=\"note\">Per scenario (a concurrency and a server CPU set: never pooled), each variant's mean QPS over its runs; the dots are the runs, the whisker their range. A variant has one colour in every chart.</p>\n",
+        );
+        for s in &scenarios {
+            heading(&mut out, s);
+            out.push_str(&qps_chart(data, s, &palette));
+        }
+        // QPS against concurrency, per server CPU set, where there are several concurrencies.
+        let mut sets: Vec<Option<String>> = Vec::new();
+        for s in &scenarios {
+            if !sets.contains(&s.server_cpus) {
+                sets.push(s.server_cpus.clone());
+            }
+        }
+        for set in sets {
+            let of_set: Vec<&super::charts::Scenario> =
+                scenarios.iter().filter(|s| s.server_cpus == set).collect();
+            let mut levels: Vec<usize> = of_set.iter().filter_map(|s| s.concurrency).collect();
+            levels.sort_unstable();
+            levels.dedup();
+            if levels.len() < 2 {
+                continue;
+            }
+            let _ = writeln!(
+                out,
+                "<h2>QPS against concurrency{}</h2>",
+                set.as_deref()
+                    .map(|c| format!(", server CPUs {}", esc(c)))
+                    .unwrap_or_default()
+            );
+            out.push_str(&qps_by_concurrency_chart(data, &of_set, &palette));
+        }
     }
     let baselines: Vec<&Comparison> = data
         .comparisons
@@ -94,32 +136,86 @@ pub fn render(data: &ExportData) -> String {
     if !baselines.is_empty() {
         out.push_str("<h2>Profiled against baseline QPS</h2>\n");
         out.push_str(
-            "<p class=\"note\">Median QPS of the baseline runs (nothing attached) and of the profiled runs made right after each; the whisker is the 95% interval of the paired change, drawn around the profiled bar.</p>\n",
+            "<p class=\"note\">Median QPS of the baseline runs (nothing attached, grey) and of the profiled runs made next to each (the variant's colour); the whisker is the 95% interval of the paired change, drawn around the profiled bar.</p>\n",
         );
-        out.push_str(&baseline_chart(&baselines));
+        out.push_str(&baseline_chart(&baselines, &palette));
+    }
+
+    if summaries.iter().any(|m| m.load.is_some()) {
+        out.push_str("<h2>Client latency by percentile</h2>\n");
+        out.push_str(
+            "<p class=\"note\">Each request's latency as the load generator saw it, at each percentile on a log \"nines\" axis (50%, 90%, 99%, 99.9%, 99.99%), per scenario; log latency axis.</p>\n",
+        );
+        for s in &scenarios {
+            let curves: Vec<Curve> = s
+                .members
+                .iter()
+                .filter_map(|m| {
+                    let l = m.load.as_ref()?;
+                    Some(Curve {
+                        label: m.variant.clone().unwrap_or_default(),
+                        colour: palette.colour(m),
+                        count: l.latency.len(),
+                        at: Box::new(move |q| l.latency.value_at_quantile(q)),
+                    })
+                })
+                .collect();
+            heading(&mut out, s);
+            out.push_str(&spectrum_chart(&curves, 160.0));
+        }
+        out.push_str("<h2>Where a request's time goes</h2>\n");
+        out.push_str(
+            "<p class=\"note\">Per variant, the time its server spent in each timed syscall per finished request (calls per request × mean; top bar) and, with --off-cpu, that time by CPU state (bottom bar); the dashed line is the client's p50 latency. The server's time counts every thread: idle workers' blocked epoll_wait (mp) and calls that overlap other requests' (concurrency above 1) make it exceed the latency a client sees.</p>\n",
+        );
+        for s in &scenarios {
+            if let Some(chart) = time_per_request_chart(s, &palette) {
+                heading(&mut out, s);
+                out.push_str(&chart);
+            }
+        }
     }
 
     out.push_str("<h2>Latency by percentile, per syscall</h2>\n");
-    out.push_str(
-        "<p class=\"note\">Latency at each percentile on a log \"nines\" axis (50%, 90%, 99%, 99.9%, 99.99%), from the kernel's buckets (each within 1/32 of its value), as HdrHistogram plots are drawn; log latency axis.</p>\n",
+    let _ = writeln!(
+        out,
+        "<p class=\"note\">One chart per scenario and syscall, the variants compared in their colours: latency at each percentile on a log \"nines\" axis, from the kernel's buckets (each within 1/32 of its value), as HdrHistogram plots are drawn; curves from fewer than {} calls are not drawn (their percentiles are a few calls), only named.</p>",
+        super::charts::MIN_CURVE_VALUES
     );
     let mut any = false;
-    for name in data.syscall_names() {
-        let series: Vec<(String, &LatencyHistogram)> = summaries
-            .iter()
-            .filter_map(|m| {
-                m.syscalls
-                    .syscall(name)
-                    .filter(|s| s.latency.total() > 0)
-                    .map(|s| (m.label(), &s.latency))
-            })
-            .collect();
-        if series.is_empty() {
-            continue;
+    for s in &scenarios {
+        for name in data.syscall_names() {
+            let curves: Vec<Curve> = s
+                .members
+                .iter()
+                .filter_map(|m| {
+                    let sc = m.syscalls.syscall(name).filter(|x| x.latency.total() > 0)?;
+                    Some(Curve {
+                        label: m
+                            .variant
+                            .clone()
+                            .unwrap_or_else(|| "all traced processes".to_owned()),
+                        colour: palette.colour(m),
+                        count: sc.latency.total(),
+                        at: Box::new(move |q| sc.latency.value_at_quantile(q)),
+                    })
+                })
+                .collect();
+            if curves.is_empty() {
+                continue;
+            }
+            any = true;
+            let _ = writeln!(
+                out,
+                "<h3>{}{}</h3>",
+                esc(name),
+                if s.title.is_empty() {
+                    String::new()
+                } else {
+                    format!(" — {}", esc(&s.title))
+                }
+            );
+            out.push_str(&spectrum_chart(&curves, 130.0));
         }
-        any = true;
-        let _ = writeln!(out, "<h3>{}</h3>", esc(name));
-        out.push_str(&spectrum_chart(&series));
     }
     if !any {
         out.push_str("<p>No timed syscalls were made.</p>\n");
@@ -133,7 +229,10 @@ pub fn render(data: &ExportData) -> String {
     } else {
         "<h2>Calls per second</h2>\n"
     });
-    out.push_str(&calls_chart(data, &summaries, per_request));
+    for s in &scenarios {
+        heading(&mut out, s);
+        out.push_str(&calls_chart(data, s, &palette, per_request));
+    }
 
     if !data.strace.is_empty() {
         out.push_str("<h2>strace's time per call against the kernel's</h2>\n");
@@ -168,227 +267,9 @@ pub fn render(data: &ExportData) -> String {
     out
 }
 
-/// A "nice" axis maximum (1, 2 or 5 times a power of ten) at or above `v`.
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 || !v.is_finite() {
-        return 1.0;
-    }
-    let p = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * p)
-        .find(|m| *m >= v)
-        .unwrap_or(10.0 * p)
-}
-
-fn short(v: f64) -> String {
-    if v >= 1e6 {
-        format!("{:.1}M", v / 1e6)
-    } else if v >= 1e3 {
-        format!("{:.1}k", v / 1e3)
-    } else if v >= 10.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else {
-        format!("{v:.2}")
-    }
-}
-
-/// Horizontal gridlines and y labels for a chart area.
-fn y_axis(out: &mut String, left: f64, top: f64, w: f64, h: f64, max: f64, unit: &str) {
-    for i in 0..=4 {
-        let v = max * f64::from(i) / 4.0;
-        let y = top + h - h * f64::from(i) / 4.0;
-        let _ = writeln!(
-            out,
-            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>",
-            left + w
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}{unit}</text>",
-            left - 6.0,
-            y + 4.0,
-            short(v)
-        );
-    }
-}
-
-fn qps_chart(data: &ExportData, summaries: &[&Measurement]) -> String {
-    let groups: Vec<(&Measurement, Vec<f64>)> = summaries
-        .iter()
-        .filter(|m| m.load.is_some())
-        .map(|m| (*m, data.qps_of(m).0))
-        .collect();
-    let (left, top, h) = (70.0, 20.0, 220.0);
-    let w = WIDTH - left - 20.0;
-    let max = nice_max(
-        groups
-            .iter()
-            .flat_map(|(_, q)| q.iter().copied())
-            .fold(0.0, f64::max),
-    );
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{}\" role=\"img\" aria-label=\"QPS per variant\">\n",
-        top + h + 50.0
-    );
-    y_axis(&mut out, left, top, w, h, max, "");
-    let slot = w / groups.len().max(1) as f64;
-    let y_of = |v: f64| top + h - h * v / max;
-    for (i, (m, qps)) in groups.iter().enumerate() {
-        let Some(spread) = crate::samples::Spread::of(qps) else {
-            continue;
-        };
-        let x = left + slot * i as f64 + slot * 0.2;
-        let bw = slot * 0.6;
-        let colour = COLOURS[i % COLOURS.len()];
-        let _ = writeln!(
-            out,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{colour}\" opacity=\"0.75\"><title>{}: mean {:.0} QPS over {} run(s)</title></rect>",
-            y_of(spread.mean),
-            h * spread.mean / max,
-            esc(&m.label()),
-            spread.mean,
-            spread.n
-        );
-        let cx = x + bw / 2.0;
-        // Whisker: min … max of the runs; dots: each run.
-        whisker(&mut out, cx, y_of(spread.min), y_of(spread.max), 6.0);
-        for v in qps {
-            let _ = writeln!(
-                out,
-                "<circle cx=\"{cx:.1}\" cy=\"{:.1}\" r=\"3\" fill=\"#000\" opacity=\"0.6\"/>",
-                y_of(*v)
-            );
-        }
-        let label = m.variant.clone().unwrap_or_default()
-            + &m.concurrency.map(|c| format!(" c={c}")).unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            top + h + 16.0,
-            esc(&label)
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{cx:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            top + h + 32.0,
-            spread.mean_and_sigma()
-        );
-    }
-    let _ = writeln!(
-        out,
-        "<text x=\"12\" y=\"{:.1}\" transform=\"rotate(-90 12 {:.1})\" text-anchor=\"middle\">requests/s</text>",
-        top + h / 2.0,
-        top + h / 2.0
-    );
-    out.push_str("</svg>\n");
-    out
-}
-
-/// The percentile spectrum: latency (log axis) at each percentile, on a "nines" axis where x is
-/// log10(1 / (1 - q)): 0 at the minimum, 1 at p90, 2 at p99, 3 at p99.9, 4 at p99.99.
-fn spectrum_chart(series: &[(String, &LatencyHistogram)]) -> String {
-    const NINES: f64 = 4.0;
-    const STEPS: u32 = 80;
-    let points: Vec<Vec<(f64, u64)>> = series
-        .iter()
-        .map(|(_, h)| {
-            (0..=STEPS)
-                .map(|i| {
-                    let x = NINES * f64::from(i) / f64::from(STEPS);
-                    (x, h.value_at_quantile(1.0 - 10f64.powf(-x)).max(1))
-                })
-                .collect()
-        })
-        .collect();
-    let lows = points.iter().flatten().map(|p| p.1).min().unwrap_or(1);
-    let highs = points.iter().flatten().map(|p| p.1).max().unwrap_or(10);
-    let lo = (lows as f64).log10().floor();
-    let hi = (highs as f64).log10().ceil().max(lo + 1.0);
-    let (left, top, h) = (70.0, 14.0, 200.0);
-    let legend_h = 16.0 * series.len() as f64;
-    let w = WIDTH - left - 20.0;
-    let x_of = |x: f64| left + w * x / NINES;
-    let y_of = |ns: u64| top + h - h * ((ns as f64).log10() - lo) / (hi - lo);
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\">\n",
-        top + h + 36.0 + legend_h
-    );
-    let mut decade = lo;
-    while decade <= hi {
-        let ns = 10f64.powf(decade) as u64;
-        let y = y_of(ns);
-        let _ = writeln!(
-            out,
-            "<line x1=\"{left}\" y1=\"{y:.1}\" x2=\"{:.1}\" y2=\"{y:.1}\" stroke=\"#ddd\"/>",
-            left + w
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{}</text>",
-            left - 6.0,
-            y + 4.0,
-            duration(ns)
-        );
-        decade += 1.0;
-    }
-    for (x, label) in [
-        (0.0, "0%"),
-        (2f64.log10(), "50%"),
-        (1.0, "90%"),
-        (2.0, "99%"),
-        (3.0, "99.9%"),
-        (4.0, "99.99%"),
-    ] {
-        let _ = writeln!(
-            out,
-            "<line x1=\"{0:.1}\" y1=\"{top}\" x2=\"{0:.1}\" y2=\"{1:.1}\" stroke=\"#eee\"/>",
-            x_of(x),
-            top + h
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{label}</text>",
-            x_of(x),
-            top + h + 14.0
-        );
-    }
-    for (i, ((label, hist), pts)) in series.iter().zip(&points).enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        let line: Vec<String> = pts
-            .iter()
-            .map(|(x, ns)| format!("{:.1},{:.1}", x_of(*x), y_of(*ns)))
-            .collect();
-        let _ = writeln!(
-            out,
-            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"><title>{}</title></polyline>",
-            line.join(" "),
-            esc(label)
-        );
-        let y = top + h + 32.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<rect x=\"{left}\" y=\"{:.1}\" width=\"12\" height=\"4\" fill=\"{colour}\"/>",
-            y - 6.0
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{y:.1}\">{} — {} calls, p50 {}, p99 {}, p99.99 {}</text>",
-            left + 18.0,
-            esc(label),
-            hist.total(),
-            duration(hist.value_at_quantile(0.5)),
-            duration(hist.value_at_quantile(0.99)),
-            duration(hist.value_at_quantile(0.9999))
-        );
-    }
-    out.push_str("</svg>\n");
-    out
-}
-
 /// Per variant and concurrency: the baseline's median QPS and the profiled runs', with the
 /// interval of the paired change around the profiled bar.
-fn baseline_chart(comparisons: &[&Comparison]) -> String {
+fn baseline_chart(comparisons: &[&Comparison], palette: &Palette) -> String {
     let (left, top, h) = (70.0, 20.0, 200.0);
     let w = WIDTH - left - 20.0;
     let interval = |c: &Comparison| {
@@ -421,7 +302,7 @@ fn baseline_chart(comparisons: &[&Comparison]) -> String {
         let bw = slot * 0.3;
         for (j, (value, what, colour)) in [
             (c.change.qps_relative_to, "baseline", "#9e9e9e"),
-            (c.change.qps_of, "profiled", COLOURS[0]),
+            (c.change.qps_of, "profiled", palette.colour_of(&c.variant)),
         ]
         .into_iter()
         .enumerate()
@@ -475,37 +356,13 @@ fn baseline_chart(comparisons: &[&Comparison]) -> String {
         &mut out,
         left,
         top + h + 64.0,
-        &[("baseline", "#9e9e9e"), ("profiled", COLOURS[0])],
+        &[
+            ("baseline", "#9e9e9e"),
+            ("profiled (the variant's colour)", "#555"),
+        ],
     );
     out.push_str("</svg>\n");
     out
-}
-
-/// A vertical whisker at `x` from `y1` to `y2`, with caps `cap` wide on each side.
-fn whisker(out: &mut String, x: f64, y1: f64, y2: f64, cap: f64) {
-    let line = |out: &mut String, (x1, y1, x2, y2): (f64, f64, f64, f64)| {
-        let _ = writeln!(
-            out,
-            "<line x1=\"{x1:.1}\" y1=\"{y1:.1}\" x2=\"{x2:.1}\" y2=\"{y2:.1}\" stroke=\"#000\" stroke-width=\"1.5\"/>"
-        );
-    };
-    line(out, (x, y1, x, y2));
-    for y in [y1, y2] {
-        line(out, (x - cap, y, x + cap, y));
-    }
-}
-
-/// One legend line at `y`: a swatch and a name per entry, side by side.
-fn legend_row(out: &mut String, left: f64, y: f64, entries: &[(&str, &str)]) {
-    for (i, (what, colour)) in entries.iter().enumerate() {
-        let x = left + 130.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<rect x=\"{x:.1}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{colour}\"/><text x=\"{:.1}\" y=\"{y:.1}\">{what}</text>",
-            y - 8.0,
-            x + 18.0
-        );
-    }
 }
 
 /// Horizontal bars, two per (variant, syscall): the kernel's mean and strace's time per call.
@@ -577,87 +434,6 @@ fn strace_chart(rows: &[StraceComparison]) -> String {
         top + h + 32.0,
         &[("kernel mean", COLOURS[0]), ("strace per call", COLOURS[1])],
     );
-    out.push_str("</svg>\n");
-    out
-}
-
-/// Grouped bars: per syscall, one bar per summary measurement.
-fn calls_chart(data: &ExportData, summaries: &[&Measurement], per_request: bool) -> String {
-    let names = data.syscall_names();
-    let value = |m: &Measurement, name: &str| -> f64 {
-        let Some(s) = m.syscalls.syscall(name) else {
-            return 0.0;
-        };
-        if per_request {
-            m.calls_per_request(s).unwrap_or(0.0)
-        } else if data.metadata.duration_s > 0.0 {
-            s.calls as f64 / data.metadata.duration_s
-        } else {
-            s.calls as f64
-        }
-    };
-    let names: Vec<&str> = names
-        .into_iter()
-        .filter(|n| summaries.iter().any(|m| value(m, n) > 0.0))
-        .collect();
-    if names.is_empty() {
-        return "<p>No timed syscalls were made.</p>\n".to_owned();
-    }
-    let (left, top, h) = (70.0, 14.0, 200.0);
-    let w = WIDTH - left - 20.0;
-    let max = nice_max(
-        names
-            .iter()
-            .flat_map(|n| summaries.iter().map(|m| value(m, n)))
-            .fold(0.0, f64::max),
-    );
-    let legend_h = 16.0 * summaries.len() as f64;
-    let mut out = format!(
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{WIDTH}\" height=\"{:.0}\" role=\"img\">\n",
-        top + h + 36.0 + legend_h
-    );
-    y_axis(&mut out, left, top, w, h, max, "");
-    let slot = w / names.len() as f64;
-    let bw = slot * 0.8 / summaries.len().max(1) as f64;
-    for (j, name) in names.iter().enumerate() {
-        let x0 = left + slot * j as f64 + slot * 0.1;
-        for (i, m) in summaries.iter().enumerate() {
-            let v = value(m, name);
-            let _ = writeln!(
-                out,
-                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bw:.1}\" height=\"{:.1}\" fill=\"{}\"><title>{} {}: {:.3}</title></rect>",
-                x0 + bw * i as f64,
-                top + h - h * v / max,
-                h * v / max,
-                COLOURS[i % COLOURS.len()],
-                esc(&m.label()),
-                esc(name),
-                v
-            );
-        }
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
-            x0 + slot * 0.4,
-            top + h + 14.0,
-            esc(name)
-        );
-    }
-    for (i, m) in summaries.iter().enumerate() {
-        let y = top + h + 32.0 + 16.0 * i as f64;
-        let _ = writeln!(
-            out,
-            "<rect x=\"{left}\" y=\"{:.1}\" width=\"12\" height=\"8\" fill=\"{}\"/>",
-            y - 8.0,
-            COLOURS[i % COLOURS.len()]
-        );
-        let _ = writeln!(
-            out,
-            "<text x=\"{:.1}\" y=\"{y:.1}\">{}</text>",
-            left + 18.0,
-            esc(&m.label())
-        );
-    }
     out.push_str("</svg>\n");
     out
 }

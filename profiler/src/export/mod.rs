@@ -6,6 +6,7 @@
 //! the user asked for, each file atomically ([`atomic`]).
 
 pub mod atomic;
+pub mod charts;
 pub mod csv;
 pub mod flamegraph;
 pub mod folded;
