@@ -165,7 +165,7 @@ pub fn render(data: &ExportData) -> String {
         }
         out.push_str("<h2>Where a request's time goes</h2>\n");
         out.push_str(
-            "<p class=\"note\">Per variant, the time its server spent in each timed syscall per finished request (calls per request × mean; top bar) and, with --off-cpu, that time by CPU state (bottom bar); the dashed line is the client's p50 latency. The server's time counts every thread: idle workers' blocked epoll_wait (mp) and calls that overlap other requests' (concurrency above 1) make it exceed the latency a client sees.</p>\n",
+            "<p class=\"note\">Per variant, the time its server spent in each timed syscall per finished request (calls per request × mean; top bar) and, with --off-cpu, that time by CPU state (bottom bar); the dashed line is the client's p50 latency. The server's time counts every thread, waiting included: epoll_wait blocked between requests, idle workers (mp) and calls that overlap other requests' (concurrency above 1) can make it exceed the latency a client sees; the on-CPU part is what serving costs.</p>\n",
         );
         for s in &scenarios {
             if let Some(chart) = time_per_request_chart(s, &palette) {

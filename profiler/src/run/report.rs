@@ -801,7 +801,31 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
             duration_ns(ns as f64 / req as f64)
         }
     }));
-    Some(Section::new("Side by side", table))
+    let mut section = Section::new("Side by side", table);
+    // A server's syscall time per request counts every thread of it; where that exceeds what a
+    // client waited, say why rather than leave it looking impossible.
+    let beyond: Vec<String> = merged
+        .iter()
+        .filter_map(|(v, m, requests)| {
+            let p50 = v.merged_latency()?.value_at_quantile(0.5) as f64;
+            let per_request = m.total_ns() as f64 / requests;
+            (p50 > 0.0 && per_request > p50).then(|| {
+                format!(
+                    "{} ({} against a p50 of {})",
+                    v.variant,
+                    duration_ns(per_request),
+                    duration(p50 as u64)
+                )
+            })
+        })
+        .collect();
+    if !beyond.is_empty() {
+        section.notes.push(format!(
+            "syscall time/req exceeds the client's p50 latency for {}: it sums the time of every thread of the server, waiting included: epoll_wait blocked between requests (while the next client connects), workers with nothing to do (mp), calls that overlap other requests' (concurrency above 1). The on-CPU time per request (On and off the CPU) is what serving costs.",
+            beyond.join(", ")
+        ));
+    }
+    Some(section)
 }
 
 /// Each variant with its reference (the first variant of the scenario that did not fail),
