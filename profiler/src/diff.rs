@@ -253,16 +253,22 @@ struct Side<'a> {
 }
 
 impl<'a> Side<'a> {
-    fn of(saved: &'a Saved) -> Self {
+    /// With `cpus_as` set, every cell's server CPUs read as that (one CPU set per side, two
+    /// machines: their cells are compared with each other).
+    fn of(saved: &'a Saved, cpus_as: Option<&str>) -> Self {
         let mut runs: BTreeMap<Cell, Vec<&SavedMeasurement>> = BTreeMap::new();
         let mut aggregate = BTreeMap::new();
         for m in &saved.measurements {
+            let mut cell = Cell::of(m);
+            if let Some(cpus) = cpus_as {
+                cell.server_cpus = Some(cpus.to_owned());
+            }
             if m.run.is_some() {
                 if m.failure.is_none() {
-                    runs.entry(Cell::of(m)).or_default().push(m);
+                    runs.entry(cell).or_default().push(m);
                 }
             } else {
-                aggregate.insert(Cell::of(m), m);
+                aggregate.insert(cell, m);
             }
         }
         Self { runs, aggregate }
@@ -290,7 +296,26 @@ type SyscallFigure = fn(&SavedSyscall) -> Option<f64>;
 
 /// Compares B with A.
 fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
-    let (side_a, side_b) = (Side::of(a), Side::of(b));
+    // Two machines, one CPU set each (all 4 cores against all 20): their cells are the same
+    // experiment, compared as "A→B" rather than left unmatched.
+    let sets = |saved: &Saved| -> BTreeSet<Option<String>> {
+        saved
+            .measurements
+            .iter()
+            .map(|m| m.server_cpus.clone())
+            .collect()
+    };
+    let (sets_a, sets_b) = (sets(a), sets(b));
+    let joined = match (sets_a.iter().next(), sets_b.iter().next()) {
+        (Some(Some(x)), Some(Some(y))) if sets_a.len() == 1 && sets_b.len() == 1 && x != y => {
+            Some(format!("{x}→{y}"))
+        }
+        _ => None,
+    };
+    let (side_a, side_b) = (
+        Side::of(a, joined.as_deref()),
+        Side::of(b, joined.as_deref()),
+    );
     let (cells_a, cells_b) = (side_a.cells(), side_b.cells());
     let mut unmatched: Vec<(Cell, &'static str)> = cells_a
         .difference(&cells_b)
@@ -361,6 +386,11 @@ fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
         report: Document::default(),
     };
     diff.report = document(&diff, a.partial, b.partial);
+    if let Some(joined) = joined {
+        diff.report.parts[0].notes.push(format!(
+            "A and B each ran on one server CPU set, different ones ({joined}): their cells are compared with each other"
+        ));
+    }
     diff
 }
 

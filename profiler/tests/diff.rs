@@ -96,6 +96,42 @@ fn diff_finds_a_known_change_and_names_what_differs() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Two machines, one CPU set each (the reference's 4 cores against 20): the cells are compared
+/// with each other, named "0-3→0-19", and said so.
+#[test]
+fn diff_joins_two_machines_with_one_cpu_set_each() {
+    let dir = common::scratch("diff", "machines");
+    let mut a = run_data(&Shape::small());
+    let mut b = run_data(&Shape::small());
+    for (data, cpus) in [(&mut a, "0-3"), (&mut b, "0-19")] {
+        for m in &mut data.measurements {
+            m.server_cpus = Some(cpus.into());
+        }
+    }
+    let (pa, pb, pj) = (dir.join("a.json"), dir.join("b.json"), dir.join("d.json"));
+    save(&a, &pa);
+    save(&b, &pb);
+    let out = diff(&[&pa, &pb, Path::new("--export-json"), &pj]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("different ones (0-3→0-19)"), "{stdout}");
+    let json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&pj).unwrap()).unwrap();
+    assert!(json["unmatched"].as_array().unwrap().is_empty(), "{json}");
+    assert!(
+        json["load"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["server_cpus"] == "0-3→0-19")
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// What cannot be compared is said, in one line each: a file that is not JSON, a JSON file that
 /// is not an export, an export of another schema version, a missing file.
 #[test]
