@@ -1086,12 +1086,19 @@ fn slow_path_helper(name: &str, flags: &[&str]) -> std::path::PathBuf {
 fn slow_path_report(
     helper: &std::path::Path,
 ) -> (profiler::slow::SlowReport, Vec<profiler::slow::SlowGroup>) {
+    slow_path_report_of(vec![helper.display().to_string(), "3".into(), "20".into()])
+}
+
+/// [`slow_path_report`] of a command that ends by exec'ing the helper with `3 20`.
+fn slow_path_report_of(
+    command: Vec<String>,
+) -> (profiler::slow::SlowReport, Vec<profiler::slow::SlowGroup>) {
     let request = profiler::trace::TraceRequest {
         syscalls: Syscall::resolve_list(&["read"]).unwrap(),
         pids: vec![],
         all: false,
         children: true,
-        command: vec![helper.display().to_string(), "3".into(), "20".into()],
+        command,
         off_cpu: false,
         cgroups: vec![],
         by_cgroup: false,
@@ -1169,6 +1176,55 @@ fn slow_calls_are_exactly_the_slow_ones_with_their_user_and_kernel_stacks() {
         assert!(user.contains(&"slow_path"), "{text}");
         assert!(!user.contains(&"fast_path"), "{text}");
     }
+}
+
+/// A process in another mount namespace (a container) maps a file whose path names another
+/// file on the profiler's side: its stack is unwound and named from the file it mapped (found
+/// through `/proc/PID/root`, checked by device and inode), never from the file at the same
+/// path here (a copy of `true`, which used to be read instead: wrong frames, without a word).
+#[test]
+fn slow_stacks_of_a_process_in_another_mount_namespace_come_from_its_own_files() {
+    let _serial = serial();
+    let helper = slow_path_helper("slow-helper-mntns", &["-O2", "-g", "-fomit-frame-pointer"]);
+    let dir = common::scratch("kernel", "mntns-root");
+    let decoy = dir.join("slow_path");
+    std::fs::copy("/bin/true", &decoy).unwrap();
+    // In a private mount namespace (the host's mounts untouched), a tmpfs over the directory
+    // holds the real helper under the decoy's path.
+    let script = format!(
+        "mount -t tmpfs none {d} && cp {h} {d}/slow_path && exec {d}/slow_path 3 20",
+        d = dir.display(),
+        h = helper.display()
+    );
+    let (report, groups) = slow_path_report_of(
+        [
+            "unshare",
+            "-m",
+            "--propagation",
+            "private",
+            "sh",
+            "-c",
+            &script,
+        ]
+        .map(String::from)
+        .to_vec(),
+    );
+    let text = report.to_text();
+    for group in &groups {
+        let user = functions(group);
+        for function in ["read_one", "slow_path", "main"] {
+            assert!(
+                user.iter().any(|f| f.starts_with(function)),
+                "{function} in the user stack, from the file the process mapped: {text}"
+            );
+        }
+    }
+    // The decoy is still what the path names here.
+    assert_eq!(
+        std::fs::read(&decoy).unwrap(),
+        std::fs::read("/bin/true").unwrap()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 /// The user stack is unwound from DWARF call frame information, not frame pointers: libc's

@@ -8,7 +8,10 @@
 //! turned into (file, offset in the file) from them, and the file is symbolized by path, which
 //! works after the exit too.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    sync::Arc,
+};
 
 use blazesym::symbolize::{
     Input, Symbolized, Symbolizer,
@@ -65,7 +68,26 @@ struct Mapping {
     start: u64,
     end: u64,
     offset: u64,
+    /// The path as the process sees it (in its own mount namespace).
     path: PathBuf,
+    /// The mapped file's device (`makedev(major, minor)`) and inode, from `/proc/PID/maps`.
+    file: (u64, u64),
+    /// Where the profiler reads that very file (checked by device and inode). `None`: nowhere,
+    /// and its frames are not named from some other file that happens to be at the same path.
+    readable: Option<Readable>,
+}
+
+/// A mapped file the profiler can read: the process's path itself when it names the same file
+/// here; else the file opened through the process's root (`/proc/PID/root/...`: another mount
+/// namespace, a container) or its `map_files` entry (overlay filesystems, deleted files) and
+/// kept open, read as `/proc/self/fd/N` (the process may have exited by the time its stacks
+/// are unwound and named).
+#[derive(Clone, Debug)]
+pub(super) struct Readable {
+    /// The path to read.
+    pub(super) path: PathBuf,
+    /// The open file behind `path`, when it is one of ours.
+    _file: Option<Arc<std::fs::File>>,
 }
 
 /// A process's file mappings, as read from `/proc/PID/maps`.
@@ -80,7 +102,17 @@ impl ProcessMaps {
     #[must_use]
     pub fn read(pid: u32) -> Option<Self> {
         let text = std::fs::read_to_string(format!("/proc/{pid}/maps")).ok()?;
-        let mappings = parse_maps(&text);
+        let mut mappings = parse_maps(&text);
+        let mut found: Vec<((u64, u64), Option<Readable>)> = Vec::new();
+        for m in &mut mappings {
+            m.readable = if let Some((_, readable)) = found.iter().find(|(f, _)| *f == m.file) {
+                readable.clone()
+            } else {
+                let readable = readable_path(pid, m);
+                found.push((m.file, readable.clone()));
+                readable
+            };
+        }
         (!mappings.is_empty()).then_some(Self { mappings })
     }
 
@@ -93,19 +125,31 @@ impl ProcessMaps {
             .count()
     }
 
-    /// Each mapped file once, in address order: its whole range in the process (first
-    /// mapping's start to last mapping's end) and its first mapping's start and file offset.
+    /// Each mapped file that can be read from here once, in address order: its whole range in
+    /// the process (first mapping's start to last mapping's end) and its first mapping's start
+    /// and file offset.
     pub(super) fn files(&self) -> Vec<super::unwind::FileRange<'_>> {
         let mut files: Vec<super::unwind::FileRange<'_>> = Vec::new();
         let mut sorted: Vec<&Mapping> = self.mappings.iter().collect();
         sorted.sort_by_key(|m| m.start);
         for m in sorted {
-            match files.iter_mut().find(|f| f.0 == m.path.as_path()) {
+            let Some(readable) = &m.readable else {
+                continue;
+            };
+            let readable = readable.path.as_path();
+            match files.iter_mut().find(|f| f.file == m.file) {
                 Some(f) => {
-                    f.1.start = f.1.start.min(m.start);
-                    f.1.end = f.1.end.max(m.end);
+                    f.range.start = f.range.start.min(m.start);
+                    f.range.end = f.range.end.max(m.end);
                 }
-                None => files.push((&m.path, m.start..m.end, m.start, m.offset)),
+                None => files.push(super::unwind::FileRange {
+                    path: &m.path,
+                    readable,
+                    file: m.file,
+                    range: m.start..m.end,
+                    start: m.start,
+                    offset: m.offset,
+                }),
             }
         }
         files
@@ -118,6 +162,32 @@ impl ProcessMaps {
     }
 }
 
+/// Where the profiler reads the very file `pid`'s mapping `m` maps (same device and inode), or
+/// `None`.
+fn readable_path(pid: u32, m: &Mapping) -> Option<Readable> {
+    use std::os::{fd::AsRawFd as _, unix::fs::MetadataExt as _};
+    let here = std::fs::metadata(&m.path).is_ok_and(|meta| (meta.dev(), meta.ino()) == m.file);
+    if here {
+        return Some(Readable {
+            path: m.path.clone(),
+            _file: None,
+        });
+    }
+    let relative = m.path.strip_prefix("/").unwrap_or(&m.path);
+    let candidates = [
+        Path::new(&format!("/proc/{pid}/root")).join(relative),
+        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)),
+    ];
+    candidates.iter().find_map(|path| {
+        let file = std::fs::File::open(path).ok()?;
+        let meta = file.metadata().ok()?;
+        ((meta.dev(), meta.ino()) == m.file).then(|| Readable {
+            path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
+            _file: Some(Arc::new(file)),
+        })
+    })
+}
+
 /// The file-backed mappings of a `/proc/PID/maps` text ("start-end perms offset dev inode path").
 fn parse_maps(text: &str) -> Vec<Mapping> {
     text.lines()
@@ -126,17 +196,23 @@ fn parse_maps(text: &str) -> Vec<Mapping> {
             let (start, end) = fields.next()?.split_once('-')?;
             let _perms = fields.next()?;
             let offset = fields.next()?;
-            let _dev = fields.next()?;
+            let (major, minor) = fields.next()?.split_once(':')?;
             let inode = fields.next()?;
             let path = fields.collect::<Vec<_>>().join(" ");
             if inode == "0" || !path.starts_with('/') {
                 return None;
             }
+            let dev = libc::makedev(
+                u32::from_str_radix(major, 16).ok()?,
+                u32::from_str_radix(minor, 16).ok()?,
+            );
             Some(Mapping {
                 start: u64::from_str_radix(start, 16).ok()?,
                 end: u64::from_str_radix(end, 16).ok()?,
                 offset: u64::from_str_radix(offset, 16).ok()?,
                 path: PathBuf::from(path.trim_end_matches(" (deleted)")),
+                file: (dev, inode.parse().ok()?),
+                readable: None,
             })
         })
         .collect()
@@ -213,9 +289,17 @@ impl Symbols {
                     return unknown(address, None);
                 };
                 let offset = address - mapping.start + mapping.offset;
+                let Some(readable) = &mapping.readable else {
+                    // The file it mapped cannot be read from here: named by its offset, never
+                    // from another file at the same path.
+                    return Frame::named(
+                        format!("+0x{offset:x} [mapped file not readable from here]"),
+                        Some(&mapping.path),
+                    );
+                };
                 // DWARF first (inlined and stripped functions); a file whose debug link leads
                 // nowhere readable (Debian's libc) fails as a whole, so then its ELF symbols.
-                let mut elf = Elf::new(&mapping.path);
+                let mut elf = Elf::new(&readable.path);
                 let with_dwarf = self
                     .symbolizer
                     .symbolize_single(&Source::Elf(elf.clone()), Input::FileOffset(offset));
@@ -263,6 +347,7 @@ mod tests {
 ";
         let maps = parse_maps(text);
         assert_eq!(maps.len(), 4);
+        assert_eq!(maps[0].file, (libc::makedev(0xfe, 1), 1234));
         let process = ProcessMaps { mappings: maps };
         let m = process
             .locate(0x55d0_c0a0_1234)

@@ -8,12 +8,7 @@
 //! A file's unwind sections are read once and shared by every process that maps it; a
 //! process's unwinder is built from its mappings as the collector read them.
 
-use std::{
-    collections::HashMap,
-    ops::Range,
-    path::{Path, PathBuf},
-    sync::Arc,
-};
+use std::{collections::HashMap, ops::Range, path::Path, sync::Arc};
 
 use framehop::{
     ExplicitModuleSectionInfo, FrameAddress, Module, Unwinder,
@@ -118,7 +113,9 @@ struct ProcessUnwinder {
 /// cache of unwind rules.
 #[derive(Default)]
 pub struct Unwinders {
-    files: HashMap<PathBuf, Option<Arc<FileUnwindInfo>>>,
+    /// By (device, inode): the same file under two paths (two mount namespaces) is read once,
+    /// and two files under one path are two files.
+    files: HashMap<(u64, u64), Option<Arc<FileUnwindInfo>>>,
     processes: HashMap<u32, ProcessUnwinder>,
     cache: CacheX86_64,
 }
@@ -189,19 +186,19 @@ impl Unwinders {
 
     fn unwinder_for(&mut self, maps: &ProcessMaps) -> UnwinderX86_64<Arc<[u8]>> {
         let mut unwinder = UnwinderX86_64::new();
-        for (path, range, start, offset) in maps.files() {
+        for f in maps.files() {
             let info = self
                 .files
-                .entry(path.to_path_buf())
-                .or_insert_with(|| FileUnwindInfo::read(path).map(Arc::new))
+                .entry(f.file)
+                .or_insert_with(|| FileUnwindInfo::read(f.readable).map(Arc::new))
                 .clone();
             let Some(info) = info else { continue };
-            let Some(bias) = info.bias(start, offset) else {
+            let Some(bias) = info.bias(f.start, f.offset) else {
                 continue;
             };
             unwinder.add_module(Module::new(
-                path.display().to_string(),
-                range,
+                f.path.display().to_string(),
+                f.range,
                 bias,
                 info.sections.clone(),
             ));
@@ -214,5 +211,16 @@ fn lookup(frame: FrameAddress) -> u64 {
     frame.address_for_lookup()
 }
 
-/// Each file's whole mapped range in a process, with the first mapping's start and offset.
-pub(super) type FileRange<'a> = (&'a Path, Range<u64>, u64, u64);
+/// One mapped file of a process: its whole mapped range, with the first mapping's start and
+/// offset.
+pub(super) struct FileRange<'a> {
+    /// As the process names it.
+    pub(super) path: &'a Path,
+    /// Where this process reads the same file.
+    pub(super) readable: &'a Path,
+    /// (device, inode).
+    pub(super) file: (u64, u64),
+    pub(super) range: Range<u64>,
+    pub(super) start: u64,
+    pub(super) offset: u64,
+}
