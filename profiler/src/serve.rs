@@ -22,7 +22,7 @@ use anyhow::{Context as _, Result};
 
 use crate::{
     bpf::Session,
-    export::{ExportData, Metadata, prometheus},
+    export::{ExportData, Metadata, prometheus, prometheus_proto},
     trace::{self, Trace, TraceRequest},
 };
 
@@ -69,6 +69,12 @@ impl MetricsSource {
     /// Reads the counters and renders them in the Prometheus text format, with two gauges of
     /// the target: how many tracked processes are alive, and `up`-style whether any is.
     pub fn render(&mut self) -> Result<String> {
+        Ok(self.render_as(false)?.0)
+    }
+
+    /// The text format, or with `protobuf` the delimited protobuf format with native
+    /// histograms (the same series, and the native latency family): (text, protobuf bytes).
+    pub fn render_as(&mut self, protobuf: bool) -> Result<(String, Vec<u8>)> {
         self.session.flush_logs();
         let snapshot = self.session.snapshot()?;
         let alive = if self.all {
@@ -82,7 +88,8 @@ impl MetricsSource {
         };
         let mut metadata = self.metadata.clone();
         metadata.duration_s = self.started.elapsed().as_secs_f64();
-        let mut text = prometheus::render(&ExportData::of_trace(metadata, snapshot, false));
+        let data = ExportData::of_trace(metadata, snapshot, false);
+        let mut text = prometheus::render(&data);
         if let Some(alive) = alive {
             use std::fmt::Write as _;
             let _ = write!(
@@ -96,7 +103,13 @@ impl MetricsSource {
                 u8::from(alive > 0)
             );
         }
-        Ok(text)
+        if protobuf {
+            let natives = prometheus::native_series(&data);
+            let bytes =
+                prometheus_proto::encode(&text, prometheus::NATIVE_LATENCY_FAMILY, &natives);
+            return Ok((String::new(), bytes));
+        }
+        Ok((text, Vec::new()))
     }
 }
 
@@ -196,8 +209,9 @@ fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
     Ok(rc > 0)
 }
 
-/// The method and path of a request's first line, once its headers have arrived.
-fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, String)> {
+/// The method and path of a request's first line and its `Accept` header (empty without one),
+/// once its headers have arrived.
+fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, String, String)> {
     stream.set_nonblocking(false)?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
@@ -220,36 +234,49 @@ fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, St
     let method = parts.next().unwrap_or_default().to_owned();
     let target = parts.next().unwrap_or_default();
     let path = target.split('?').next().unwrap_or_default().to_owned();
-    Ok((method, path))
+    let accept = text
+        .lines()
+        .skip(1)
+        .find_map(|l| {
+            let (name, value) = l.split_once(':')?;
+            name.trim()
+                .eq_ignore_ascii_case("accept")
+                .then(|| value.trim().to_owned())
+        })
+        .unwrap_or_default();
+    Ok((method, path, accept))
 }
 
 fn answer(mut stream: TcpStream, source: &Mutex<&mut MetricsSource>) -> Result<()> {
     let deadline = Instant::now() + REQUEST_DEADLINE;
-    let (method, path) = read_request(&mut stream, deadline)?;
+    let (method, path, accept) = read_request(&mut stream, deadline)?;
+    let protobuf = prometheus_proto::accepts(&accept);
     let rendered = || {
         source
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .render()
+            .render_as(protobuf)
     };
-    let (status, content_type, body) = match (method.as_str(), path.as_str()) {
+    let (status, content_type, body): (&str, &str, Vec<u8>) = match (method.as_str(), path.as_str())
+    {
         ("GET" | "HEAD", "/metrics") => match rendered() {
-            Ok(body) => ("200 OK", CONTENT_TYPE, body),
+            Ok((_, bytes)) if protobuf => ("200 OK", prometheus_proto::CONTENT_TYPE, bytes),
+            Ok((text, _)) => ("200 OK", CONTENT_TYPE, text.into_bytes()),
             Err(e) => (
                 "500 Internal Server Error",
                 "text/plain",
-                format!("reading the counters failed: {e:#}\n"),
+                format!("reading the counters failed: {e:#}\n").into_bytes(),
             ),
         },
         ("GET" | "HEAD", _) => (
             "404 Not Found",
             "text/plain",
-            "not found: metrics are at /metrics\n".to_owned(),
+            b"not found: metrics are at /metrics\n".to_vec(),
         ),
         _ => (
             "405 Method Not Allowed",
             "text/plain",
-            "only GET /metrics is served\n".to_owned(),
+            b"only GET /metrics is served\n".to_vec(),
         ),
     };
     let mut response = format!(
@@ -258,7 +285,7 @@ fn answer(mut stream: TcpStream, source: &Mutex<&mut MetricsSource>) -> Result<(
     )
     .into_bytes();
     if method != "HEAD" {
-        response.extend_from_slice(body.as_bytes());
+        response.extend_from_slice(&body);
     }
     stream.set_write_timeout(Some(
         deadline

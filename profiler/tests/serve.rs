@@ -192,6 +192,10 @@ fn start_serve(pid: i32) -> (Killed, u16) {
 }
 
 fn start_prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
+    start_prometheus_with(dir, target_port, &[])
+}
+
+fn start_prometheus_with(dir: &Path, target_port: u16, flags: &[&str]) -> (Killed, u16) {
     let prometheus = require("/usr/bin/prometheus", "prometheus");
     let port = free_port();
     let config = dir.join("prometheus.yml");
@@ -209,6 +213,7 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
             dir.join("data").display()
         ))
         .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .args(flags)
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
         .spawn()
@@ -289,6 +294,77 @@ fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
         prometheus.stop(),
         "prometheus did not stop cleanly; log:\n{log_tail}"
     );
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Debian's Prometheus 2.42 with native histograms asks for the protobuf format, and gets every
+/// series of the text format plus each syscall's latency as a native histogram: its
+/// `histogram_count` is the calls the profiler counted, and its `histogram_quantile` agrees with
+/// the profiler's own quantiles (the summary family) within the stated bound (4%).
+#[test]
+fn prometheus_with_native_histograms_reads_counts_and_quantiles_from_serve() {
+    let _serial = serial();
+    const CLOSES: u64 = 20_000;
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-native-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let child = Closer::stopped(CLOSES);
+    let (mut serve, serve_port) = start_serve(child.pid);
+    let (mut prometheus, prom_port) =
+        start_prometheus_with(&dir, serve_port, &["--enable-feature=native-histograms"]);
+    child.run_to_completion();
+
+    let native = "syscall_profiler_syscall_latency_native_seconds{syscall=\"close\"}";
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut count = None;
+    while Instant::now() < deadline {
+        count = query(prom_port, &format!("histogram_count({native})"));
+        if count == Some(CLOSES as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let log_tail: String = log.lines().rev().take(15).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        count,
+        Some(CLOSES as f64),
+        "histogram_count of the native histogram; Prometheus's log ends:\n{log_tail}"
+    );
+    // Every text series came through the protobuf format too.
+    assert_eq!(
+        query(
+            prom_port,
+            "syscall_profiler_syscall_calls_total{syscall=\"close\"}"
+        ),
+        Some(CLOSES as f64)
+    );
+    assert_eq!(
+        query(
+            prom_port,
+            "syscall_profiler_syscall_latency_seconds_count{syscall=\"close\"}"
+        ),
+        Some(CLOSES as f64),
+        "the classic histogram stays classic beside the native one"
+    );
+    for q in ["0.5", "0.99"] {
+        let own = query(
+            prom_port,
+            &format!(
+                "syscall_profiler_syscall_latency_quantiles_seconds{{syscall=\"close\",quantile=\"{q}\"}}"
+            ),
+        )
+        .unwrap_or_else(|| panic!("the profiler's own p{q}"));
+        let from_native = query(prom_port, &format!("histogram_quantile({q}, {native})"))
+            .unwrap_or_else(|| panic!("histogram_quantile({q}) over the native histogram"));
+        assert!(
+            (from_native / own - 1.0).abs() <= 0.04,
+            "quantile {q}: native {from_native} s against the profiler's {own} s"
+        );
+    }
+    assert!(prometheus.stop(), "prometheus did not stop cleanly");
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
     let _ = std::fs::remove_dir_all(&dir);
 }

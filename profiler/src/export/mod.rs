@@ -15,6 +15,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod prometheus;
+pub mod prometheus_proto;
 pub mod summary;
 
 use std::{

@@ -66,6 +66,28 @@ pub fn cumulative(hist: &LatencyHistogram, bounds: &[u64], clamped: bool) -> (Ve
     (counts, total)
 }
 
+/// The native histogram family `serve` adds to its protobuf exposition.
+pub const NATIVE_LATENCY_FAMILY: &str = "syscall_profiler_syscall_latency_native_seconds";
+
+/// Each syscall's latency of every summary measurement, for the native histogram family (the
+/// protobuf exposition: [`super::prometheus_proto`]), with the labels of the text format's.
+#[must_use]
+pub fn native_series(data: &ExportData) -> Vec<super::prometheus_proto::NativeSeries<'_>> {
+    data.summaries()
+        .into_iter()
+        .flat_map(|m| {
+            m.syscalls
+                .syscalls
+                .iter()
+                .map(move |s| super::prometheus_proto::NativeSeries {
+                    labels: labels(m, &s.name),
+                    latency: &s.latency,
+                    sum_s: s.total_ns as f64 / 1e9,
+                })
+        })
+        .collect()
+}
+
 /// Renders every summary measurement of `data` (see [`ExportData::summaries`]).
 #[must_use]
 pub fn render(data: &ExportData) -> String {
@@ -102,6 +124,38 @@ pub fn render(data: &ExportData) -> String {
                 &counts,
                 total,
                 s.total_ns as f64 / 1e9,
+            );
+        }
+    }
+    // The profiler's own quantiles (the reports' p50 … p99.9), cumulative since start: what a
+    // native histogram's `histogram_quantile` is checked against, and a p99 for scrapers
+    // without native histograms.
+    family(
+        &mut out,
+        "syscall_latency_quantiles_seconds",
+        "summary",
+        "Syscall latency quantiles since start, from the kernel's histogram (each within 1/64 of the value it names, within the call's min and max).",
+    );
+    for m in &summaries {
+        for s in &m.syscalls.syscalls {
+            let labels = labels(m, &s.name);
+            for q in &crate::stats::QUANTILES {
+                let _ = writeln!(
+                    out,
+                    "{PREFIX}_syscall_latency_quantiles_seconds{{{labels},quantile=\"{}\"}} {}",
+                    q.q,
+                    format_float(s.quantile_ns(q.q) as f64 / 1e9)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "{PREFIX}_syscall_latency_quantiles_seconds_sum{{{labels}}} {}",
+                format_float(s.total_ns as f64 / 1e9)
+            );
+            let _ = writeln!(
+                out,
+                "{PREFIX}_syscall_latency_quantiles_seconds_count{{{labels}}} {}",
+                s.calls
             );
         }
     }
