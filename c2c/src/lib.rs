@@ -48,6 +48,9 @@ pub struct C2cOptions {
     pub time_limit: Duration,
     /// Set by a Ctrl-C handler: no mechanism starts after it; the report holds those measured.
     pub interrupt: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Called with each mechanism's result as it finishes, with its place and the count: a
+    /// run of all mechanisms takes tens of seconds, and says how it goes.
+    pub on_result: Option<fn(&MechanismResult, usize, usize)>,
 }
 
 impl Default for C2cOptions {
@@ -58,6 +61,7 @@ impl Default for C2cOptions {
             mechanisms: Mechanism::ALL.to_vec(),
             time_limit: Duration::from_secs(10),
             interrupt: None,
+            on_result: None,
         }
     }
 }
@@ -312,12 +316,16 @@ pub fn run(opts: &C2cOptions, timer: Option<&mut dyn SyscallTimer>) -> Result<C2
                 }
             }
         };
-        results.push(MechanismResult {
+        let result = MechanismResult {
             mechanism,
             message_bytes,
             ack_bytes,
             outcome,
-        });
+        };
+        if let Some(report) = opts.on_result {
+            report(&result, results.len() + 1, opts.mechanisms.len());
+        }
+        results.push(result);
     }
     Ok(C2cReport {
         cpus,
@@ -347,6 +355,7 @@ mod tests {
             mechanisms,
             time_limit: Duration::from_secs(5),
             interrupt: None,
+            on_result: None,
         }
     }
 
@@ -446,6 +455,7 @@ mod tests {
             mechanisms: vec![Mechanism::Pipe],
             time_limit: Duration::from_millis(200),
             interrupt: None,
+            on_result: None,
         };
         let started = std::time::Instant::now();
         let report = run(&opts, None).expect("run");

@@ -101,6 +101,21 @@ fn run(cli: Cli) -> Result<i32> {
     }
 }
 
+/// `[3/8] pipe: p50 5.21 µs` (or why it has no figures) on stderr.
+fn c2c_progress(result: &c2c::MechanismResult, done: usize, of: usize) {
+    let what = match &result.outcome {
+        c2c::Outcome::Measured(m) => format!(
+            "p50 {:.2} µs, p99 {:.2} µs over {} round trips",
+            m.ns.p50 as f64 / 1e3,
+            m.ns.p99 as f64 / 1e3,
+            m.round_trips
+        ),
+        c2c::Outcome::Unavailable { reason } => format!("not measured: {reason}"),
+        c2c::Outcome::Failed { error } => format!("failed: {error}"),
+    };
+    profiler::errln!("[{done}/{of}] {}: {what}", result.mechanism);
+}
+
 fn run_c2c(args: &C2cArgs) -> Result<i32> {
     // Ctrl-C ends the mechanism in progress at its time limit, then prints what was measured.
     let interrupt = profiler::trace::stop_on_signals()?;
@@ -110,6 +125,8 @@ fn run_c2c(args: &C2cArgs) -> Result<i32> {
         mechanisms: Mechanism::parse_list(&args.mechanisms)?,
         time_limit: args.time_limit,
         interrupt: Some(interrupt),
+        // A line per mechanism on stderr as it finishes, terminal or not (the table follows).
+        on_result: Some(c2c_progress),
     };
     let mut timer = if args.no_syscalls {
         None
