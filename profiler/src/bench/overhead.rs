@@ -261,7 +261,24 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     let mut results = main_rows(bpftrace);
     results.extend(tax_rows());
     let rows = results.len();
+    let started = std::time::Instant::now();
     for round in 0..args.rounds as usize {
+        // Where it is, on stderr, a line per round: the whole takes a few minutes.
+        if round > 0 {
+            let per_round = started.elapsed() / round as u32;
+            crate::errln!(
+                "bench overhead: round {}/{} ({} configurations each), about {:.0} s left",
+                round + 1,
+                args.rounds,
+                rows,
+                (per_round * (args.rounds - round as u32)).as_secs_f64()
+            );
+        } else {
+            crate::errln!(
+                "bench overhead: round 1/{} ({rows} configurations each)",
+                args.rounds
+            );
+        }
         // A rotated order each round, so no configuration always follows the same one.
         for i in 0..rows {
             let m = &mut results[(i + round) % rows];
