@@ -139,7 +139,7 @@ fn in_a_pid_namespace_pid_targets_are_refused_in_one_line_at_once() {
     }
 }
 
-/// The README's least-privilege recipe: a non-root user holding CAP_BPF, CAP_PERFMON and
+/// The least-privilege recipe of docs/KERNELS_AND_HOSTS.md: a non-root user holding CAP_BPF, CAP_PERFMON and
 /// CAP_DAC_READ_SEARCH (tracefs is mode 0700) traces exactly; without the last one the error
 /// names it (it said "tracefs is not mounted"). Where `kernel.perf_event_paranoid` is 3 and the
 /// kernel is Debian's (the matrix's guests), tracepoint perf events need CAP_SYS_ADMIN too: the
