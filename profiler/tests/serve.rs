@@ -107,9 +107,10 @@ fn try_get(port: u16, target: &str) -> Option<(u16, String)> {
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .ok()?;
+    // HTTP/1.0: a large answer (a native histogram's buckets) comes whole, not chunked.
     write!(
         stream,
-        "GET {target} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+        "GET {target} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
     )
     .ok()?;
     let mut response = String::new();
@@ -155,17 +156,16 @@ fn query(port: u16, promql: &str) -> Option<f64> {
 }
 
 fn start_serve(pid: i32) -> (Killed, u16) {
+    start_serve_with(&["--pid", &pid.to_string(), "--syscalls", "close,read"])
+}
+
+/// `profiler serve ARGS --listen 127.0.0.1:0`, once it says where it listens.
+fn start_serve_with(args: &[&str]) -> (Killed, u16) {
     let mut serve = Killed(
         Command::new(env!("CARGO_BIN_EXE_profiler"))
-            .args([
-                "serve",
-                "--pid",
-                &pid.to_string(),
-                "--listen",
-                "127.0.0.1:0",
-                "--syscalls",
-                "close,read",
-            ])
+            .arg("serve")
+            .args(args)
+            .args(["--listen", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -196,13 +196,22 @@ fn start_prometheus(dir: &Path, target_port: u16) -> (Killed, u16) {
 }
 
 fn start_prometheus_with(dir: &Path, target_port: u16, flags: &[&str]) -> (Killed, u16) {
+    start_prometheus_scraping(dir, &[target_port], flags)
+}
+
+fn start_prometheus_scraping(dir: &Path, target_ports: &[u16], flags: &[&str]) -> (Killed, u16) {
     let prometheus = require("/usr/bin/prometheus", "prometheus");
     let port = free_port();
     let config = dir.join("prometheus.yml");
+    let targets: Vec<String> = target_ports
+        .iter()
+        .map(|p| format!("'127.0.0.1:{p}'"))
+        .collect();
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: profiler\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: profiler\n    static_configs:\n      - targets: [{}]\n",
+            targets.join(", ")
         ),
     )
     .unwrap();
@@ -366,6 +375,148 @@ fn prometheus_with_native_histograms_reads_counts_and_quantiles_from_serve() {
     }
     assert!(prometheus.stop(), "prometheus did not stop cleanly");
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The result vector of an instant query (empty on any failure).
+fn query_vector(port: u16, promql: &str) -> Vec<serde_json::Value> {
+    try_get(port, &format!("/api/v1/query?query={}", encode(promql)))
+        .filter(|(status, _)| *status == 200)
+        .and_then(|(_, body)| serde_json::from_str::<serde_json::Value>(&body).ok())
+        .and_then(|v| v["data"]["result"].as_array().cloned())
+        .unwrap_or_default()
+}
+
+/// A sample's value (a float sample; `None` for a native histogram sample).
+fn value_of(sample: &serde_json::Value) -> Option<f64> {
+    sample["value"][1].as_str()?.parse().ok()
+}
+
+/// The shipped Grafana dashboard (`deploy/grafana-dashboard.json`). Grafana cannot be installed
+/// here, so every panel's query, with its variables substituted as Grafana would (`$instance`
+/// and `$syscall`: all; `$__rate_interval`, `$__range`), runs against a real Prometheus (native
+/// histograms on) scraping two serves, one `--pid` with `--off-cpu` and one `--all
+/// --by-cgroup`, while a workload makes calls and errors: every query returns data, and the
+/// values that can be checked are right.
+#[test]
+fn every_grafana_panel_query_returns_data_from_prometheus_scraping_serve() {
+    let _serial = serial();
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../deploy/grafana-dashboard.json"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(dashboard["__inputs"][0]["name"], "DS_PROMETHEUS");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("serve-grafana-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // Calls (cat's reads and closes), errors (opening a file that is not there: ENOENT).
+    let workload = Killed(
+        Command::new("sh")
+            .args([
+                "-c",
+                "while :; do cat /dev/null; cat /nonexistent 2>/dev/null; sleep 0.02; done",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = workload.0.id().to_string();
+    let (_serve_pid, port_pid) = start_serve_with(&[
+        "--pid",
+        &pid,
+        "--off-cpu",
+        "--syscalls",
+        "close,read,openat",
+    ]);
+    let (_serve_all, port_all) = start_serve_with(&["--all", "--by-cgroup", "--syscalls", "close"]);
+    let (mut prometheus, prom) = start_prometheus_scraping(
+        &dir,
+        &[port_pid, port_all],
+        &["--enable-feature=native-histograms"],
+    );
+    let substitute = |expr: &str| {
+        expr.replace("$instance", ".*")
+            .replace("$syscall", ".*")
+            .replace("$__rate_interval", "20s")
+            .replace("$__range", "1m")
+    };
+    let mut queries: Vec<(String, String)> = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            queries.push((
+                panel["title"].as_str().unwrap().to_owned(),
+                substitute(target["expr"].as_str().unwrap()),
+            ));
+        }
+    }
+    assert!(queries.len() >= 10, "{queries:?}");
+    // Until every query has data (rates need two scrapes in their window), at most 90 s.
+    let deadline = Instant::now() + Duration::from_secs(90);
+    let mut empty: Vec<&(String, String)>;
+    loop {
+        empty = queries
+            .iter()
+            .filter(|(_, q)| query_vector(prom, q).is_empty())
+            .collect();
+        if empty.is_empty() || Instant::now() > deadline {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs(2));
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let log_tail: String = log.lines().rev().take(10).collect::<Vec<_>>().join("\n");
+    assert!(
+        empty.is_empty(),
+        "panels without data: {empty:#?}; Prometheus's log ends:\n{log_tail}"
+    );
+    let find = |title: &str| {
+        let (_, q) = queries
+            .iter()
+            .find(|(t, _)| t.starts_with(title))
+            .unwrap_or_else(|| panic!("no panel {title}"));
+        query_vector(prom, q)
+    };
+    let up = find("Target up");
+    assert_eq!(value_of(&up[0]), Some(1.0), "{up:?}");
+    let calls = find("Calls per second");
+    assert!(
+        calls
+            .iter()
+            .any(|s| s["metric"]["syscall"] == "read" && value_of(s).is_some_and(|v| v > 0.0)),
+        "{calls:?}"
+    );
+    let errors = find("Errors per second by errno");
+    assert!(
+        errors.iter().any(|s| s["metric"]["syscall"] == "openat"
+            && s["metric"]["errno"] == "other"
+            && value_of(s).is_some_and(|v| v > 0.0)),
+        "ENOENT of openat, every 20 ms: {errors:?}"
+    );
+    let p99 = find("Latency p50 and p99");
+    assert!(
+        p99.iter().filter_map(value_of).all(|v| v > 1e-8 && v < 1.0),
+        "{p99:?}"
+    );
+    let states = find("Time in syscalls by CPU state");
+    let names: std::collections::BTreeSet<&str> = states
+        .iter()
+        .filter_map(|s| s["metric"]["state"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["blocked", "on_cpu", "runnable"].into_iter().collect(),
+        "{states:?}"
+    );
+    let heat = find("Latency heatmap");
+    assert!(
+        heat[0]["histogram"].is_array(),
+        "a native histogram sample: {heat:?}"
+    );
+    assert!(prometheus.stop(), "prometheus did not stop cleanly");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
