@@ -480,6 +480,29 @@ fn every_grafana_panel_query_returns_data_from_prometheus_scraping_serve() {
             .unwrap_or_else(|| panic!("no panel {title}"));
         query_vector(prom, q)
     };
+    // The variables' label_values(METRIC, LABEL) queries, as Grafana runs them.
+    for variable in dashboard["templating"]["list"].as_array().unwrap() {
+        let q = variable["query"].as_str().unwrap();
+        let inner = q
+            .strip_prefix("label_values(")
+            .and_then(|r| r.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{q}: not label_values(METRIC, LABEL)"));
+        let (metric, label) = inner.split_once(',').unwrap();
+        let (status, body) = try_get(
+            prom,
+            &format!(
+                "/api/v1/label/{}/values?match[]={}",
+                label.trim(),
+                encode(metric.trim())
+            ),
+        )
+        .unwrap();
+        let values: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert!(
+            status == 200 && !values["data"].as_array().unwrap().is_empty(),
+            "variable {q}: {body}"
+        );
+    }
     let up = find("Target up");
     assert_eq!(value_of(&up[0]), Some(1.0), "{up:?}");
     let calls = find("Calls per second");
