@@ -30,6 +30,8 @@ pub struct AttachOptions {
     pub histograms: bool,
     /// Files to write the results to (`--export-json` and friends).
     pub exports: ExportArgs,
+    /// `--otlp-endpoint URL`, pushed every `--otlp-interval` and once at the end.
+    pub otlp: Option<(String, Duration)>,
 }
 
 /// Why tracing stopped.
@@ -65,6 +67,12 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
     let metadata = Metadata::collect("attach");
     let emit = Emit::new(&options.exports);
     let mut poll = Poll::default();
+    if let Some((url, _)) = &options.otlp {
+        poll.otlp = Some(crate::export::otlp::Pusher::new(
+            url,
+            &trace.describe(&options.trace),
+        )?);
+    }
     let outcome = poll.until_stopped(&mut trace, options, &stop, emit);
     finish(trace, options, metadata, emit, &poll, outcome)
 }
@@ -96,6 +104,9 @@ struct Poll {
     started: Instant,
     /// The start of the current `--interval` and the counters then.
     interval: (Instant, Snapshot),
+    /// `--otlp-endpoint`: where to push, and when it last did.
+    otlp: Option<crate::export::otlp::Pusher>,
+    otlp_pushed: Option<Instant>,
     /// The command's status once it has exited; tracing goes on while what it started lives
     /// on, as with `strace -f`.
     command_status: Option<i32>,
@@ -106,6 +117,8 @@ impl Default for Poll {
         Self {
             started: Instant::now(),
             interval: (Instant::now(), Snapshot::default()),
+            otlp: None,
+            otlp_pushed: None,
             command_status: None,
         }
     }
@@ -157,6 +170,17 @@ impl Poll {
                     Some(code) => StopReason::CommandExited(code),
                     None => StopReason::TargetsExited,
                 });
+            }
+            if let (Some(pusher), Some((_, every))) = (&self.otlp, &options.otlp)
+                && self.otlp_pushed.is_none_or(|t| t.elapsed() >= *every)
+            {
+                self.otlp_pushed = Some(Instant::now());
+                let data =
+                    ExportData::of_trace(Metadata::collect("attach"), session.snapshot()?, false);
+                // A collector that is down costs a line, not the trace.
+                if let Err(e) = pusher.push(&data) {
+                    crate::errln!("warning: OTLP: {e:#}");
+                }
             }
             if let Some(every) = options.interval
                 && self.interval.0.elapsed() >= every
@@ -252,6 +276,12 @@ fn finish(
     emit.print(&report);
     // Ctrl-C is how attach normally ends, so what it measured is complete, not partial.
     let data = export_data(options, metadata, snapshot, elapsed, &ended, false).with_slow(slow);
+    // The last push: the final counts.
+    if let Some(pusher) = &poll.otlp
+        && let Err(e) = pusher.push(&data)
+    {
+        crate::errln!("warning: OTLP: {e:#}");
+    }
     let exported = export::write_exports(&options.exports, &data);
     // A command we started that is still running when tracing stops goes with us.
     if let Some(child) = child

@@ -10,7 +10,7 @@ use crate::bpf::DEFAULT_SYSCALLS;
 pub use crate::{
     bench::overhead::OverheadArgs,
     diff::DiffArgs,
-    export::ExportArgs,
+    export::{ExportArgs, otlp::OtlpArgs},
     parse::{parse_duration, parse_interval},
     run::options::{Preset, RunArgs},
     slow::SlowArgs,
@@ -141,6 +141,9 @@ pub struct AttachArgs {
     /// switch of the machine (docs/BENCHMARKS.md).
     #[arg(long)]
     pub off_cpu: bool,
+    /// OTLP push.
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
     /// The slowest calls, with their stacks.
     #[command(flatten)]
     pub slow: SlowArgs,
@@ -186,6 +189,9 @@ pub struct ServeArgs {
     /// Split each call's time into on-CPU, blocked and runnable (series with a `state` label).
     #[arg(long)]
     pub off_cpu: bool,
+    /// OTLP push, beside the scrapes.
+    #[command(flatten)]
+    pub otlp: OtlpArgs,
 }
 
 /// `profiler bench` subcommands.

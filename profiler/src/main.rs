@@ -69,6 +69,7 @@ fn run(cli: Cli) -> Result<i32> {
                 interval: args.interval,
                 histograms: args.hist,
                 exports: args.exports,
+                otlp: args.otlp.checked()?,
             };
             attach::run(&options)
         }
@@ -94,6 +95,7 @@ fn run(cli: Cli) -> Result<i32> {
                     slow_top: 0,
                 },
                 listen: args.listen,
+                otlp: args.otlp.checked()?,
             };
             profiler::serve::run(&options)?;
             Ok(0)

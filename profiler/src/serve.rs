@@ -33,6 +33,8 @@ pub struct ServeOptions {
     pub trace: TraceRequest,
     /// Address to listen on.
     pub listen: SocketAddr,
+    /// `--otlp-endpoint`: also push there, at this interval.
+    pub otlp: Option<(String, Duration)>,
 }
 
 /// The Prometheus content type of the text format.
@@ -75,6 +77,18 @@ impl MetricsSource {
     /// The text format, or with `protobuf` the delimited protobuf format with native
     /// histograms (the same series, and the native latency family): (text, protobuf bytes).
     pub fn render_as(&mut self, protobuf: bool) -> Result<(String, Vec<u8>)> {
+        let (data, text) = self.read(true)?;
+        if protobuf {
+            let natives = prometheus::native_series(&data);
+            let bytes =
+                prometheus_proto::encode(&text, prometheus::NATIVE_LATENCY_FAMILY, &natives);
+            return Ok((String::new(), bytes));
+        }
+        Ok((text, Vec::new()))
+    }
+
+    /// The counters now (and, with `text`, their Prometheus text with the target gauges).
+    pub fn read(&mut self, text: bool) -> Result<(ExportData, String)> {
         self.session.flush_logs();
         let snapshot = self.session.snapshot()?;
         let alive = if self.all {
@@ -89,6 +103,9 @@ impl MetricsSource {
         let mut metadata = self.metadata.clone();
         metadata.duration_s = self.started.elapsed().as_secs_f64();
         let data = ExportData::of_trace(metadata, snapshot, false);
+        if !text {
+            return Ok((data, String::new()));
+        }
         let mut text = prometheus::render(&data);
         if let Some(alive) = alive {
             use std::fmt::Write as _;
@@ -103,13 +120,7 @@ impl MetricsSource {
                 u8::from(alive > 0)
             );
         }
-        if protobuf {
-            let natives = prometheus::native_series(&data);
-            let bytes =
-                prometheus_proto::encode(&text, prometheus::NATIVE_LATENCY_FAMILY, &natives);
-            return Ok((String::new(), bytes));
-        }
-        Ok((text, Vec::new()))
+        Ok((data, text))
     }
 }
 
@@ -139,16 +150,68 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     let address = listener
         .local_addr()
         .context("reading the listening address")?;
+    let otlp = match &options.otlp {
+        Some((url, every)) => Some((crate::export::otlp::Pusher::new(url, &what)?, *every)),
+        None => None,
+    };
     crate::errln!("Serving metrics of {what} on http://{address}/metrics (Ctrl-C to stop)");
-    serve(&listener, &mut source, &stop)
+    serve_and_push(&listener, &mut source, &stop, otlp.as_ref())
+}
+
+/// [`serve`], and with `otlp` a thread pushing the counters at its interval (and once more at
+/// the end).
+pub fn serve_and_push(
+    listener: &TcpListener,
+    source: &mut MetricsSource,
+    stop: &AtomicBool,
+    otlp: Option<&(crate::export::otlp::Pusher, Duration)>,
+) -> Result<()> {
+    let Some((pusher, every)) = otlp else {
+        return serve(listener, source, stop);
+    };
+    let source = Mutex::new(source);
+    let push = || {
+        let data = source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .read(false)
+            .map(|(data, _)| data);
+        // A collector that is down costs a line per push, never the scrapes.
+        if let Err(e) = data.and_then(|d| pusher.push(&d)) {
+            crate::errln!("warning: OTLP: {e:#}");
+        }
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut last = Instant::now();
+            push();
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(50));
+                if last.elapsed() >= *every {
+                    last = Instant::now();
+                    push();
+                }
+            }
+            push();
+        });
+        serve_shared(listener, &source, stop)
+    })
 }
 
 /// Answers requests on `listener` until `stop` is set, each connection on its own thread.
 pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBool) -> Result<()> {
+    serve_shared(listener, &Mutex::new(source), stop)
+}
+
+/// [`serve`] with the source behind a lock others share.
+fn serve_shared(
+    listener: &TcpListener,
+    source: &Mutex<&mut MetricsSource>,
+    stop: &AtomicBool,
+) -> Result<()> {
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
-    let source = Mutex::new(source);
     let active = AtomicUsize::new(0);
     std::thread::scope(|scope| -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
@@ -165,7 +228,7 @@ pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBo
                         );
                         continue;
                     }
-                    let (source, active) = (&source, &active);
+                    let active = &active;
                     let spawned = std::thread::Builder::new()
                         .name("serve-conn".into())
                         .spawn_scoped(scope, move || {

@@ -14,6 +14,7 @@ pub mod hdr;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod otlp;
 pub mod prometheus;
 pub mod prometheus_proto;
 pub mod summary;
