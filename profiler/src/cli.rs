@@ -192,6 +192,13 @@ pub struct ServeArgs {
     /// OTLP push, beside the scrapes.
     #[command(flatten)]
     pub otlp: OtlpArgs,
+    /// TLS and basic auth, in the exporter-toolkit format of Prometheus's own exporters
+    /// (tls_server_config: cert_file, key_file; basic_auth_users: user → bcrypt hash).
+    #[arg(long, value_name = "FILE")]
+    pub web_config: Option<std::path::PathBuf>,
+    /// Drop root to this user once the programs are attached (no capability is kept).
+    #[arg(long, value_name = "NAME")]
+    pub user: Option<String>,
 }
 
 /// `profiler bench` subcommands.

@@ -41,3 +41,4 @@ pub mod serve;
 pub mod slow;
 pub mod stats;
 pub mod trace;
+pub mod web;

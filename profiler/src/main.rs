@@ -96,6 +96,8 @@ fn run(cli: Cli) -> Result<i32> {
                 },
                 listen: args.listen,
                 otlp: args.otlp.checked()?,
+                web_config: args.web_config,
+                user: args.user,
             };
             profiler::serve::run(&options)?;
             Ok(0)

@@ -24,6 +24,7 @@ use crate::{
     bpf::Session,
     export::{ExportData, Metadata, prometheus, prometheus_proto},
     trace::{self, Trace, TraceRequest},
+    web::{Conn, WebConfig},
 };
 
 /// What `profiler serve` was asked to do.
@@ -35,6 +36,10 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// `--otlp-endpoint`: also push there, at this interval.
     pub otlp: Option<(String, Duration)>,
+    /// `--web-config FILE`: TLS and basic auth (exporter-toolkit format).
+    pub web_config: Option<std::path::PathBuf>,
+    /// `--user NAME`: drop root to this user once the programs are attached.
+    pub user: Option<String>,
 }
 
 /// The Prometheus content type of the text format.
@@ -142,7 +147,27 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             options.listen
         )
     })?;
+    let web = match &options.web_config {
+        Some(path) => Some(WebConfig::load(path)?),
+        None => None,
+    };
+    let secured = web.as_ref().is_some_and(|w| w.has_tls() && w.has_auth());
+    if !options.listen.ip().is_loopback() && !secured {
+        crate::errln!(
+            "warning: serving on {} without {}: whoever reaches it reads the traced processes' names and cgroup paths; give --web-config FILE (TLS and basic auth, as Prometheus exporters take them)",
+            options.listen,
+            match &web {
+                Some(w) if w.has_tls() => "basic auth",
+                Some(_) => "TLS",
+                None => "TLS or basic auth",
+            }
+        );
+    }
     let trace = Trace::start(&options.trace)?;
+    // Root is needed to load and attach; the maps are read through open descriptors.
+    if let Some(user) = &options.user {
+        crate::web::drop_root(user)?;
+    }
     let mut metadata = Metadata::collect("serve");
     options.trace.describe_in(&mut metadata);
     let what = trace.describe(&options.trace);
@@ -154,8 +179,13 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         Some((url, every)) => Some((crate::export::otlp::Pusher::new(url, &what)?, *every)),
         None => None,
     };
-    crate::errln!("Serving metrics of {what} on http://{address}/metrics (Ctrl-C to stop)");
-    serve_and_push(&listener, &mut source, &stop, otlp.as_ref())
+    let scheme = if web.as_ref().is_some_and(WebConfig::has_tls) {
+        "https"
+    } else {
+        "http"
+    };
+    crate::errln!("Serving metrics of {what} on {scheme}://{address}/metrics (Ctrl-C to stop)");
+    serve_and_push(&listener, &mut source, &stop, otlp.as_ref(), web.as_ref())
 }
 
 /// [`serve`], and with `otlp` a thread pushing the counters at its interval (and once more at
@@ -165,9 +195,10 @@ pub fn serve_and_push(
     source: &mut MetricsSource,
     stop: &AtomicBool,
     otlp: Option<&(crate::export::otlp::Pusher, Duration)>,
+    web: Option<&WebConfig>,
 ) -> Result<()> {
     let Some((pusher, every)) = otlp else {
-        return serve(listener, source, stop);
+        return serve_shared(listener, &Mutex::new(source), stop, web);
     };
     let source = Mutex::new(source);
     let push = || {
@@ -194,20 +225,21 @@ pub fn serve_and_push(
             }
             push();
         });
-        serve_shared(listener, &source, stop)
+        serve_shared(listener, &source, stop, web)
     })
 }
 
 /// Answers requests on `listener` until `stop` is set, each connection on its own thread.
 pub fn serve(listener: &TcpListener, source: &mut MetricsSource, stop: &AtomicBool) -> Result<()> {
-    serve_shared(listener, &Mutex::new(source), stop)
+    serve_shared(listener, &Mutex::new(source), stop, None)
 }
 
-/// [`serve`] with the source behind a lock others share.
+/// [`serve`] with the source behind a lock others share, and with `web`'s TLS and basic auth.
 fn serve_shared(
     listener: &TcpListener,
     source: &Mutex<&mut MetricsSource>,
     stop: &AtomicBool,
+    web: Option<&WebConfig>,
 ) -> Result<()> {
     listener
         .set_nonblocking(true)
@@ -233,7 +265,7 @@ fn serve_shared(
                         .name("serve-conn".into())
                         .spawn_scoped(scope, move || {
                             // A client that misbehaves loses its connection, never the server.
-                            if let Err(e) = answer(stream, source) {
+                            if let Err(e) = answer(stream, source, web) {
                                 log::info!("request failed: {e:#}");
                             }
                             active.fetch_sub(1, Ordering::SeqCst);
@@ -272,10 +304,19 @@ fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
     Ok(rc > 0)
 }
 
-/// The method and path of a request's first line and its `Accept` header (empty without one),
-/// once its headers have arrived.
-fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, String, String)> {
-    stream.set_nonblocking(false)?;
+/// What a request asked for.
+struct Request {
+    method: String,
+    path: String,
+    /// The `Accept` header (empty without one).
+    accept: String,
+    /// The `Authorization` header.
+    authorization: Option<String>,
+}
+
+/// The request's first line and the headers that matter, once its headers have arrived.
+fn read_request(conn: &mut Conn, deadline: Instant) -> Result<Request> {
+    conn.tcp().set_nonblocking(false)?;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 1024];
     while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -284,8 +325,8 @@ fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, St
             !left.is_zero(),
             "the request took longer than {REQUEST_DEADLINE:?}"
         );
-        stream.set_read_timeout(Some(left))?;
-        let n = stream.read(&mut chunk).context("reading the request")?;
+        conn.tcp().set_read_timeout(Some(left))?;
+        let n = conn.read(&mut chunk).context("reading the request")?;
         if n == 0 {
             break;
         }
@@ -297,23 +338,48 @@ fn read_request(stream: &mut TcpStream, deadline: Instant) -> Result<(String, St
     let method = parts.next().unwrap_or_default().to_owned();
     let target = parts.next().unwrap_or_default();
     let path = target.split('?').next().unwrap_or_default().to_owned();
-    let accept = text
-        .lines()
-        .skip(1)
-        .find_map(|l| {
+    let header = |wanted: &str| {
+        text.lines().skip(1).find_map(|l| {
             let (name, value) = l.split_once(':')?;
             name.trim()
-                .eq_ignore_ascii_case("accept")
+                .eq_ignore_ascii_case(wanted)
                 .then(|| value.trim().to_owned())
         })
-        .unwrap_or_default();
-    Ok((method, path, accept))
+    };
+    Ok(Request {
+        method,
+        path,
+        accept: header("accept").unwrap_or_default(),
+        authorization: header("authorization"),
+    })
 }
 
-fn answer(mut stream: TcpStream, source: &Mutex<&mut MetricsSource>) -> Result<()> {
+fn answer(
+    stream: TcpStream,
+    source: &Mutex<&mut MetricsSource>,
+    web: Option<&WebConfig>,
+) -> Result<()> {
     let deadline = Instant::now() + REQUEST_DEADLINE;
-    let (method, path, accept) = read_request(&mut stream, deadline)?;
+    let mut conn = match web {
+        Some(w) => w.wrap(stream)?,
+        None => Conn::Plain(stream),
+    };
+    let Request {
+        method,
+        path,
+        accept,
+        authorization,
+    } = read_request(&mut conn, deadline)?;
     let protobuf = prometheus_proto::accepts(&accept);
+    if let Some(w) = web
+        && !w.authorized(authorization.as_deref())
+    {
+        let response = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"syscall-profiler\"\r\nContent-Type: text/plain\r\nContent-Length: 13\r\nConnection: close\r\n\r\nunauthorized\n";
+        conn.write_all(response.as_bytes())
+            .context("writing the response")?;
+        conn.flush()?;
+        return Ok(());
+    }
     let rendered = || {
         source
             .lock()
@@ -350,13 +416,16 @@ fn answer(mut stream: TcpStream, source: &Mutex<&mut MetricsSource>) -> Result<(
     if method != "HEAD" {
         response.extend_from_slice(&body);
     }
-    stream.set_write_timeout(Some(
+    conn.tcp().set_write_timeout(Some(
         deadline
             .saturating_duration_since(Instant::now())
             .max(Duration::from_millis(100)),
     ))?;
-    stream
-        .write_all(&response)
-        .context("writing the response")?;
+    conn.write_all(&response).context("writing the response")?;
+    conn.flush()?;
+    if let Conn::Tls(tls) = &mut conn {
+        tls.conn.send_close_notify();
+        let _ = tls.flush();
+    }
     Ok(())
 }

@@ -183,7 +183,7 @@ fn start_serve_with(args: &[&str]) -> (Killed, u16) {
         .recv_timeout(Duration::from_mins(1))
         .expect("profiler serve printed nothing within 60 s");
     let port = line
-        .split("http://127.0.0.1:")
+        .split("://127.0.0.1:")
         .nth(1)
         .and_then(|r| r.split('/').next())
         .and_then(|p| p.parse().ok())
@@ -543,6 +543,148 @@ fn every_grafana_panel_query_returns_data_from_prometheus_scraping_serve() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `serve --web-config` as a fleet needs it: Debian's Prometheus scrapes it over HTTPS (a CA made
+/// here, the server's certificate for 127.0.0.1) with basic auth, and reads the counts back; a
+/// wrong password gets 401, plain HTTP gets nothing; and with `--user nobody` it serves as
+/// nobody with no capability, root dropped once the programs were attached.
+#[test]
+fn prometheus_scrapes_serve_over_tls_with_basic_auth_and_serve_runs_without_root() {
+    let _serial = serial();
+    const CLOSES: u64 = 3_000;
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-tls-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // A CA, and a certificate for 127.0.0.1 signed by it.
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    // Distinct names: OpenSSL (curl) takes a certificate whose issuer is its subject for a
+    // self-signed one.
+    ca_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "syscall-profiler test CA");
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let server_key = rcgen::KeyPair::generate().unwrap();
+    let mut server_params = rcgen::CertificateParams::new(vec!["127.0.0.1".to_owned()]).unwrap();
+    server_params
+        .distinguished_name
+        .push(rcgen::DnType::CommonName, "127.0.0.1");
+    let server = server_params
+        .signed_by(&server_key, &rcgen::Issuer::new(ca_params, ca_key))
+        .unwrap();
+    std::fs::write(dir.join("ca.crt"), ca.pem()).unwrap();
+    std::fs::write(dir.join("server.crt"), server.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), server_key.serialize_pem()).unwrap();
+    let hash = bcrypt::hash("s3cret", 4).unwrap();
+    std::fs::write(
+        dir.join("web.yml"),
+        format!(
+            "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\nbasic_auth_users:\n  alice: '{hash}'\n"
+        ),
+    )
+    .unwrap();
+    // The files are read at the start, as root, before root is dropped.
+    let child = Closer::stopped(CLOSES);
+    let web = dir.join("web.yml");
+    let (mut serve, serve_port) = start_serve_with(&[
+        "--pid",
+        &child.pid.to_string(),
+        "--syscalls",
+        "close",
+        "--web-config",
+        web.to_str().unwrap(),
+        "--user",
+        "nobody",
+    ]);
+    // Serving as nobody, with no capability.
+    let status = std::fs::read_to_string(format!("/proc/{}/status", serve.0.id())).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(field("Uid:"), ["65534"; 4], "{status}");
+    assert_eq!(field("CapEff:"), ["0000000000000000"], "{status}");
+    assert_eq!(field("CapPrm:"), ["0000000000000000"], "{status}");
+
+    let port = free_port();
+    let config = dir.join("prometheus.yml");
+    std::fs::write(
+        &config,
+        format!(
+            "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: profiler\n    scheme: https\n    basic_auth:\n      username: alice\n      password: s3cret\n    tls_config:\n      ca_file: {}\n    static_configs:\n      - targets: ['127.0.0.1:{serve_port}']\n",
+            dir.join("ca.crt").display()
+        ),
+    )
+    .unwrap();
+    let mut prometheus = Killed(
+        Command::new(require("/usr/bin/prometheus", "prometheus"))
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(dir.join("prometheus.log")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    child.run_to_completion();
+    let calls = "syscall_profiler_syscall_calls_total{syscall=\"close\"}";
+    let deadline = Instant::now() + Duration::from_mins(1);
+    let mut last = None;
+    while Instant::now() < deadline {
+        last = query(port, calls);
+        if last == Some(CLOSES as f64) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let log = std::fs::read_to_string(dir.join("prometheus.log")).unwrap_or_default();
+    let log_tail: String = log.lines().rev().take(10).collect::<Vec<_>>().join("\n");
+    assert_eq!(
+        last,
+        Some(CLOSES as f64),
+        "over HTTPS with basic auth; Prometheus's log ends:\n{log_tail}"
+    );
+    // curl, as anyone else would try it.
+    let curl = |args: &[&str]| {
+        let out = Command::new(require("/usr/bin/curl", "curl"))
+            .args([
+                "-s",
+                "-o",
+                "/dev/null",
+                "-w",
+                "%{http_code}",
+                "--max-time",
+                "5",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let url = format!("https://127.0.0.1:{serve_port}/metrics");
+    let ca = dir.join("ca.crt");
+    let ca = ca.to_str().unwrap();
+    assert_eq!(curl(&["--cacert", ca, "-u", "alice:s3cret", &url]), "200");
+    assert_eq!(curl(&["--cacert", ca, "-u", "alice:wrong", &url]), "401");
+    assert_eq!(curl(&["--cacert", ca, &url]), "401");
+    // Plain HTTP to the TLS port: no HTTP answer at all.
+    assert!(
+        try_get(serve_port, "/metrics").is_none_or(|(status, _)| status == 0),
+        "plain HTTP must get nothing"
+    );
+    assert!(prometheus.stop(), "prometheus did not stop cleanly");
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM, as nobody too");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// serve answered one connection at a time with a 2 s timeout per read: one client sending a
 /// byte a second blocked every scrape. Now 20 such clients and 5 idle ones cost a scrape nothing.
 #[test]
@@ -613,4 +755,20 @@ fn the_up_gauge_falls_to_zero_when_every_tracked_process_has_exited() {
     );
     assert!(body.contains("syscall_profiler_target_up 0\n"), "{body}");
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}
+
+/// Listening beyond loopback without TLS and basic auth is said in one line, at the start.
+#[test]
+fn serving_beyond_loopback_unsecured_is_warned_about() {
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["serve", "--pid", "999999999", "--listen", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().any(|l| l
+            .starts_with("warning: serving on 0.0.0.0:0 without TLS or basic auth")
+            && l.contains("--web-config")),
+        "{stderr}"
+    );
 }
