@@ -52,6 +52,56 @@ pub enum Command {
     Serve(ServeArgs),
     /// Compare two saved runs (`--export-json` files): two machines, kernels or builds.
     Diff(DiffArgs),
+    /// Write the man pages (section 8) and shell completions into DIR (for packaging).
+    #[command(hide = true, name = "generate-assets")]
+    GenerateAssets {
+        /// Where: DIR/man8/*.8, DIR/completions/{profiler.bash,_profiler,profiler.fish}.
+        dir: std::path::PathBuf,
+    },
+}
+
+/// Writes a man page per command and subcommand (section 8, as bcc's tools) and the bash, zsh
+/// and fish completions under `dir`.
+pub fn generate_assets(dir: &std::path::Path) -> anyhow::Result<()> {
+    use anyhow::Context as _;
+    use clap::CommandFactory as _;
+    let man = dir.join("man8");
+    let completions = dir.join("completions");
+    for d in [&man, &completions] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let command = Cli::command().version(env!("CARGO_PKG_VERSION"));
+    // profiler.8, then profiler-attach.8, profiler-bench-overhead.8, ...
+    fn pages(command: &clap::Command, name: &str, man: &std::path::Path) -> anyhow::Result<()> {
+        use anyhow::Context as _;
+        let command = command
+            .clone()
+            .name(name.to_owned())
+            .display_name(name.to_owned());
+        let mut page = Vec::new();
+        clap_mangen::Man::new(command.clone())
+            .section("8")
+            .render(&mut page)
+            .context("rendering a man page")?;
+        let path = man.join(format!("{name}.8"));
+        std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
+        for sub in command.get_subcommands().filter(|s| !s.is_hide_set()) {
+            pages(sub, &format!("{name}-{}", sub.get_name()), man)?;
+        }
+        Ok(())
+    }
+    pages(&command, "profiler", &man)?;
+    for (shell, file) in [
+        (clap_complete::Shell::Bash, "profiler.bash"),
+        (clap_complete::Shell::Zsh, "_profiler"),
+        (clap_complete::Shell::Fish, "profiler.fish"),
+    ] {
+        let mut out = Vec::new();
+        clap_complete::generate(shell, &mut command.clone(), "profiler", &mut out);
+        let path = completions.join(file);
+        std::fs::write(&path, out).with_context(|| format!("writing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// `profiler c2c` options.

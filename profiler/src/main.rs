@@ -75,6 +75,10 @@ fn run(cli: Cli) -> Result<i32> {
         }
         Command::Run(args) => profiler::run::main(&args),
         Command::Diff(args) => profiler::diff::main(&args),
+        Command::GenerateAssets { dir } => {
+            profiler::cli::generate_assets(&dir)?;
+            Ok(0)
+        }
         Command::C2c(args) => run_c2c(&args),
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;

@@ -3,6 +3,7 @@
 
 mod guest;
 mod kernels;
+mod package;
 
 use std::{
     env,
@@ -63,6 +64,9 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// The Debian package (cargo-deb): binary, man pages, completions, systemd unit; checked
+    /// with lintian and an install with dpkg into a directory of its own.
+    Package,
     /// The kernel matrix alone: boots each kernel in qemu (virtme-ng) and runs the real-kernel
     /// tests, `profiler attach` and `profiler run` inside it.
     TestKernels {
@@ -144,6 +148,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             let refs: Vec<&str> = test.iter().map(String::as_str).collect();
             // The matrix runs even when the host suite failed: both results are worth seeing.
             let host = cargo(&refs);
+            // The package, as a user installs it: built, linted, installed into a directory.
+            let host = host.and_then(|()| package::build().and_then(|deb| package::check(&deb)));
             let matrix = if no_kernels {
                 Ok(())
             } else {
@@ -151,6 +157,13 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .and_then(|binaries| kernels::run_matrix(&[], &binaries))
             };
             host.and(matrix)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::Package => {
+            setup()?;
+            let deb = package::build()?;
+            package::check(&deb)?;
+            println!("{}", deb.display());
             Ok(ExitCode::SUCCESS)
         }
         Task::TestKernels { kernels: selected } => {
