@@ -173,19 +173,22 @@ fn readable_path(pid: u32, m: &Mapping) -> Option<Readable> {
             _file: None,
         });
     }
+    let keep = |file: std::fs::File| Readable {
+        path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
+        _file: Some(Arc::new(file)),
+    };
+    // The kernel's own link to the file the mapping maps (root only): exact by construction,
+    // whatever device and inode numbers the filesystem shows (overlayfs and 9p, as in the
+    // kernel matrix's guests, report others through stat than in the maps).
+    let map_file = format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end);
+    if let Ok(file) = std::fs::File::open(&map_file) {
+        return Some(keep(file));
+    }
+    // Else the path inside the process's root, if it holds the same file.
     let relative = m.path.strip_prefix("/").unwrap_or(&m.path);
-    let candidates = [
-        Path::new(&format!("/proc/{pid}/root")).join(relative),
-        PathBuf::from(format!("/proc/{pid}/map_files/{:x}-{:x}", m.start, m.end)),
-    ];
-    candidates.iter().find_map(|path| {
-        let file = std::fs::File::open(path).ok()?;
-        let meta = file.metadata().ok()?;
-        ((meta.dev(), meta.ino()) == m.file).then(|| Readable {
-            path: PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd())),
-            _file: Some(Arc::new(file)),
-        })
-    })
+    let file = std::fs::File::open(Path::new(&format!("/proc/{pid}/root")).join(relative)).ok()?;
+    let meta = file.metadata().ok()?;
+    ((meta.dev(), meta.ino()) == m.file).then(|| keep(file))
 }
 
 /// The file-backed mappings of a `/proc/PID/maps` text ("start-end perms offset dev inode path").
