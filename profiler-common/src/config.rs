@@ -49,6 +49,9 @@ pub struct Config {
     pub split_off_cpu: u8,
     /// Explicit padding.
     pub _pad: u32,
+    /// The fentry front end: each slot's [`SlotEntry`](crate::SlotEntry) (flags included),
+    /// which its programs, one pair per slot, read with the slot as a constant.
+    pub slot_entries: [u32; crate::MAX_SYSCALL_SLOTS],
 }
 
 impl Config {
@@ -63,6 +66,7 @@ impl Config {
         by_cgroup: 0,
         split_off_cpu: 0,
         _pad: 0,
+        slot_entries: [0; crate::MAX_SYSCALL_SLOTS],
     };
 }
 

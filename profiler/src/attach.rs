@@ -64,7 +64,10 @@ pub fn run(options: &AttachOptions) -> Result<i32> {
         names.join(", "),
         trace.describe(&options.trace)
     );
-    let metadata = Metadata::collect("attach");
+    let mut metadata = Metadata::collect("attach");
+    metadata
+        .settings
+        .insert("attach".into(), trace.session.syscall_front().describe());
     let emit = Emit::new(&options.exports);
     let mut poll = Poll::default();
     if let Some((url, _)) = &options.otlp {

@@ -23,6 +23,12 @@ pub struct Cli {
     /// Show kernel-side diagnostics (forks followed, exits) and setup details.
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
+    /// How syscalls are timed: fentry/fexit on the functions the syscall tables call, where
+    /// the kernel allows them (untraced syscalls then cost nothing), or their tracepoints.
+    /// auto (the default; PROFILER_ATTACH sets another) uses fentry where it loads and says
+    /// why not with -v.
+    #[arg(long = "attach", global = true, value_enum, value_name = "HOW")]
+    pub syscall_attach: Option<crate::bpf::SyscallAttach>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

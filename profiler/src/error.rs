@@ -85,6 +85,14 @@ pub enum SetupError {
     #[error("--syscalls names no syscall: give a comma-separated list such as close,read")]
     NoSyscalls,
     /// A pid that does not name a running process.
+    /// `--attach fentry` where the kernel cannot give it (why).
+    #[error("--attach fentry: {0}; use --attach tracepoint (or auto, which falls back by itself)")]
+    FentryUnavailable(String),
+
+    /// `PROFILER_ATTACH` names no front end.
+    #[error("{0}")]
+    BadAttachChoice(String),
+
     #[error("no process with pid {0}: check the pid with `ps -p {0}`")]
     NoSuchProcess(u32),
     /// A pid that names the profiler itself.

@@ -16,6 +16,9 @@ use profiler::{
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(attach) = cli.syscall_attach {
+        attach.choose();
+    }
     // While the process has one thread: a namespace of its own if tracefs must be mounted.
     let private_tracefs = profiler::bpf::environment::mount_tracefs_privately();
     let level = match cli.verbose {

@@ -170,6 +170,9 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     }
     let mut metadata = Metadata::collect("serve");
     options.trace.describe_in(&mut metadata);
+    metadata
+        .settings
+        .insert("attach".into(), trace.session.syscall_front().describe());
     let what = trace.describe(&options.trace);
     let mut source = MetricsSource::new(trace.session, metadata, options.trace.open_ended());
     let address = listener

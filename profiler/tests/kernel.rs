@@ -586,12 +586,21 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
     use profiler::bpf::AttachPoint;
     let _serial = serial();
     let close = Syscall::resolve_list(&["close"]).expect("close resolves");
-    for programs in [
+    let mut all = vec![
         Programs::Empty(AttachPoint::Tracepoint),
         Programs::Empty(AttachPoint::RawTracepoint),
         Programs::MinimalTimer(AttachPoint::Tracepoint),
         Programs::MinimalTimer(AttachPoint::RawTracepoint),
-    ] {
+    ];
+    // fentry where the kernel accepts it (the matrix's guests; the next test checks which
+    // kernels those are).
+    if fentry_accepted() {
+        all.extend([
+            Programs::Empty(AttachPoint::Fentry),
+            Programs::MinimalTimer(AttachPoint::Fentry),
+        ]);
+    }
+    for programs in all {
         let child = Child::stopped(|| {
             for _ in 0..1000 {
                 // SAFETY: closing an invalid descriptor only fails with EBADF.
@@ -613,6 +622,91 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
             ),
             _ => assert_eq!(total, 0, "{programs:?} has no timer"),
         }
+    }
+}
+
+/// Whether the kernel loads and attaches fentry/fexit programs (a locked-down one refuses
+/// them: this machine's).
+fn fentry_accepted() -> bool {
+    use profiler::bpf::AttachPoint;
+    let close = Syscall::resolve_list(&["close"]).expect("close resolves");
+    Session::start(&SessionConfig {
+        programs: Programs::Empty(AttachPoint::Fentry),
+        compat: false,
+        ..SessionConfig::new(close, Target::Processes(vec![std::process::id()]))
+    })
+    .is_ok()
+}
+
+/// `auto` uses fentry/fexit wherever the kernel accepts them, and otherwise the tracepoints
+/// with the reason; an explicit `fentry` on a kernel that refuses it is one clear line; each
+/// front end counts a child's closes exactly, 64-bit calls only (32-bit ones: tests/hosts.rs).
+#[test]
+fn auto_uses_fentry_where_the_kernel_accepts_it_and_both_count_exactly() {
+    use profiler::bpf::{SyscallAttach, SyscallFront};
+    let _serial = serial();
+    let close = Syscall::resolve_list(&["close"]).expect("close resolves");
+    let accepted = fentry_accepted();
+    let preemptible = profiler::bpf::front::preemptible_kernel();
+    for attach in [
+        SyscallAttach::Fentry,
+        SyscallAttach::Auto,
+        SyscallAttach::Tracepoint,
+    ] {
+        let child = Child::stopped(|| {
+            for _ in 0..1000 {
+                // SAFETY: closing an invalid descriptor only fails with EBADF.
+                unsafe { libc::close(-1) };
+            }
+        });
+        let started = Session::start(&SessionConfig {
+            syscall_attach: Some(attach),
+            ..SessionConfig::new(close.clone(), Target::Processes(vec![child.pid()]))
+        });
+        let session = match (attach, started) {
+            (SyscallAttach::Fentry, Err(e)) if !accepted => {
+                let text = e.to_string();
+                assert!(
+                    text.starts_with("--attach fentry: the kernel")
+                        && text.contains("refused")
+                        && text.contains("use --attach tracepoint")
+                        && !text.contains('\n'),
+                    "{text}"
+                );
+                child.resume();
+                child.join();
+                continue;
+            }
+            (_, Err(e)) => {
+                child.resume();
+                child.join();
+                panic!("{attach:?}: {e}");
+            }
+            (_, Ok(session)) => session,
+        };
+        match (attach, session.syscall_front()) {
+            (SyscallAttach::Tracepoint, SyscallFront::Tracepoint(None))
+            | (SyscallAttach::Fentry, SyscallFront::Fentry(_)) => {}
+            (SyscallAttach::Auto, SyscallFront::Fentry(_)) => assert!(
+                accepted && preemptible.is_none(),
+                "auto chose fentry on a kernel that refuses it or preempts it ({preemptible:?})"
+            ),
+            (SyscallAttach::Auto, SyscallFront::Tracepoint(Some(why))) => assert!(
+                (!accepted && why.contains("refused")) || preemptible.as_ref() == Some(why),
+                "auto chose the tracepoints on a kernel that allows fentry: {why}"
+            ),
+            (attach, front) => panic!("{attach:?} gave {front:?}"),
+        }
+        child.resume();
+        child.join();
+        let s = snapshot(&session);
+        let close = s.syscall("close").expect("close in the snapshot");
+        assert_eq!(
+            (close.calls, close.errors.total(), close.dropped),
+            (1000, 1000, 0),
+            "{:?}",
+            session.syscall_front()
+        );
     }
 }
 

@@ -1,5 +1,5 @@
-//! For `profiler bench overhead` alone: the limits the profiler is measured against, on both
-//! attach points (per-syscall tracepoints and the raw sys_enter/sys_exit).
+//! For `profiler bench overhead` alone: the limits the profiler is measured against, on each
+//! attach point (per-syscall tracepoints, the raw sys_enter/sys_exit, fentry/fexit).
 
 use crate::programs::*;
 
@@ -79,6 +79,30 @@ pub fn raw_timer_enter(ctx: RawTracePointContext) -> u32 {
 
 #[raw_tracepoint]
 pub fn raw_timer_exit(_ctx: RawTracePointContext) -> u32 {
+    timer_stop();
+    0
+}
+
+/// The empty pair on fentry/fexit (one function: the first syscall's).
+#[fentry]
+pub fn fentry_noop(_ctx: FEntryContext) -> u32 {
+    0
+}
+
+#[fexit]
+pub fn fexit_noop(_ctx: FExitContext) -> u32 {
+    0
+}
+
+/// The minimal timer on fentry/fexit.
+#[fentry]
+pub fn fentry_timer(_ctx: FEntryContext) -> u32 {
+    timer_start();
+    0
+}
+
+#[fexit]
+pub fn fexit_timer(_ctx: FExitContext) -> u32 {
     timer_stop();
     0
 }

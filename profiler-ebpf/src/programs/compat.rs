@@ -36,16 +36,7 @@ pub fn compat_enter(ctx: RawTracePointContext) -> u32 {
         count_drop(DropReason::Ia32Socketcall);
         return 0;
     }
-    match START.get_ptr_mut(pid_tgid as u32) {
-        // SAFETY: only this thread writes its own entry between its syscall entry and exit.
-        Some(start) => unsafe {
-            (*start).start_ns = bpf_ktime_get_ns();
-            (*start).process = process;
-            (*start).compat_entry = entry;
-        },
-        None => count_drop(DropReason::IdOutOfRange),
-    }
-    reset_off_cpu(pid_tgid as u32);
+    begin_call(pid_tgid, process, entry);
     0
 }
 
@@ -63,9 +54,7 @@ pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
     let start = unsafe { *start_ptr };
     let ret = ctx.arg::<i64>(1);
     if start.start_ns == 0 {
-        if ARMED.get(0).is_some_and(|&armed| armed != 0)
-            && traced_process((pid_tgid >> 32) as u32).is_some()
-        {
+        if missed_entry_counts(pid_tgid) {
             let regs = ctx.arg::<*const u8>(0);
             if is_ia32(regs) {
                 // SAFETY: as in `is_ia32`.

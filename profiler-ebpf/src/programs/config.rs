@@ -62,3 +62,10 @@ pub(crate) fn probe_tgid() -> u32 {
 pub(crate) fn raw_timed_nr() -> u64 {
     read!(raw_timed_nr)
 }
+
+/// The fentry front end: slot `slot`'s entry (its flags), a constant of each program copy.
+#[inline(always)]
+pub(crate) fn slot_entry(slot: usize) -> SlotEntry {
+    // SAFETY: a read of a frozen, initialised static; `slot` is below MAX_SYSCALL_SLOTS.
+    unsafe { core::ptr::read_volatile(&CONFIG.slot_entries[slot & (MAX_SYSCALL_SLOTS - 1)]) }
+}

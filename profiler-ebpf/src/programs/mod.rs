@@ -1,6 +1,6 @@
 //! The kernel programs, one file per concern: [`config`] (what user space sets before load),
 //! [`maps`], [`record`] (reading tracepoint records), [`timing`] (the syscall tracepoints'
-//! front end and the accounting every front end shares), [`compat`] (32-bit calls), [`sched`]
+//! front end and the accounting every front end shares), [`compat`] (32-bit calls), [`fentry`] (the fentry/fexit front end), [`sched`]
 //! (`--off-cpu`), [`process`] (fork and exit), [`cgroup`], [`slow`]. The loader's context probe
 //! (`probe.rs`) and the benchmark's limits (`bench.rs`) are here too but built into objects of
 //! their own (`src/bin/`), so loading the profiler does not load them.
@@ -14,10 +14,11 @@ pub(crate) use aya_ebpf::{
         bpf_get_current_task, bpf_get_current_task_btf, bpf_ktime_get_ns, bpf_probe_read_kernel,
         bpf_task_pt_regs, generated::bpf_probe_read_user as probe_read_user_raw,
     },
-    macros::{btf_tracepoint, map, raw_tracepoint, tracepoint},
+    macros::{btf_tracepoint, fentry, fexit, map, raw_tracepoint, tracepoint},
     maps::{Array, HashMap, LruHashMap, PerCpuArray, PerCpuHashMap, RingBuf, StackTrace},
     programs::{
-        BtfTracePointContext, RawTracePointContext, TracePointContext, tracing::StackIdContext,
+        BtfTracePointContext, FEntryContext, FExitContext, RawTracePointContext, TracePointContext,
+        tracing::StackIdContext,
     },
 };
 pub(crate) use aya_log_ebpf::{info, warn};
@@ -35,6 +36,7 @@ pub(crate) use profiler_common::{
 mod cgroup;
 mod compat;
 mod config;
+mod fentry;
 mod maps;
 mod process;
 mod record;
@@ -43,7 +45,8 @@ mod slow;
 mod timing;
 
 pub(crate) use self::{
-    cgroup::*, compat::*, config::*, maps::*, process::*, record::*, sched::*, slow::*, timing::*,
+    cgroup::*, compat::*, config::*, fentry::*, maps::*, process::*, record::*, sched::*, slow::*,
+    timing::*,
 };
 
 #[panic_handler]

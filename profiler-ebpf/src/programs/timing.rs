@@ -1,6 +1,7 @@
 //! Syscall timing: the front end on the `syscalls:` tracepoints (`syscall_enter`,
-//! `syscall_exit`) and [`account`], where every front end ends a call: a new one (a raw or BTF
-//! tracepoint, fentry) calls it with what it read and needs no other change.
+//! `syscall_exit`), [`begin_call`], where every front end starts a call, and [`account`],
+//! where every front end ends one: a new front end (`compat.rs`, `fentry.rs`) calls them with
+//! what it read and needs no other change.
 
 use super::*;
 
@@ -52,17 +53,33 @@ pub fn syscall_enter(_ctx: TracePointContext) -> u32 {
     let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
         return 0;
     };
+    begin_call(pid_tgid, process, 0);
+    0
+}
+
+/// A traced thread enters a call: its start time and process in its `START` entry
+/// (`compat_entry`: the raw compat programs' slot-table entry, 0 for every other front end),
+/// its off-CPU parts from zero. Every front end starts its calls here.
+#[inline(always)]
+pub(crate) fn begin_call(pid_tgid: u64, process: u32, compat_entry: SlotEntry) {
     match START.get_ptr_mut(pid_tgid as u32) {
         // SAFETY: only this thread writes its own entry between its syscall entry and exit.
         Some(start) => unsafe {
             (*start).start_ns = bpf_ktime_get_ns();
             (*start).process = process;
-            (*start).compat_entry = 0;
+            (*start).compat_entry = compat_entry;
         },
         None => count_drop(DropReason::IdOutOfRange),
     }
     reset_off_cpu(pid_tgid as u32);
-    0
+}
+
+/// Whether an exit without an entry is a lost call: every program is attached (`ARMED`) and
+/// the thread's process is traced.
+#[inline(always)]
+pub(crate) fn missed_entry_counts(pid_tgid: u64) -> bool {
+    ARMED.get(0).is_some_and(|&armed| armed != 0)
+        && traced_process((pid_tgid >> 32) as u32).is_some()
 }
 
 /// At a traced call's entry: its off-CPU parts start from zero.
@@ -94,9 +111,7 @@ pub fn syscall_exit(ctx: TracePointContext) -> u32 {
     let nr = field::<4>(&ctx, layout(&LAYOUT.sys_exit_nr)) as u32 as i32;
     if start.start_ns == 0 {
         // Untraced, or traced but its entry was missed (in flight when tracing began).
-        if ARMED.get(0).is_some_and(|&armed| armed != 0)
-            && traced_process((pid_tgid >> 32) as u32).is_some()
-        {
+        if missed_entry_counts(pid_tgid) {
             let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
             let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
             count_missing_start(entry, ret);

@@ -10,7 +10,9 @@
 //!   is the floor the profiler is held to;
 //! - the profiler's programs, tracking this process;
 //! - the equivalent bpftrace one-liner, where bpftrace is installed;
-//! - the empty pair and the minimal timer again on the raw `sys_enter`/`sys_exit` tracepoints.
+//! - the empty pair and the minimal timer again on the raw `sys_enter`/`sys_exit` tracepoints;
+//! - where the kernel accepts fentry/fexit (not when locked down), the profiler, the empty pair
+//!   and the minimal timer on them too, side by side with the tracepoints.
 //!
 //! Then the tax on work nobody asked to trace: (a) an untraced process making the traced syscall
 //! (the loop here, while the profiler tracks another process), and (b) a traced process making
@@ -29,7 +31,9 @@ use anyhow::{Context as _, Result, bail};
 use clap::Args;
 
 use crate::{
-    bpf::{AttachPoint, Programs, SchedAttach, Session, SessionConfig, Syscall, Target},
+    bpf::{
+        AttachPoint, Programs, SchedAttach, Session, SessionConfig, Syscall, SyscallAttach, Target,
+    },
     report::table::Table,
     samples::median,
 };
@@ -58,8 +62,10 @@ pub enum Config {
     Empty(AttachPoint),
     /// The minimal timer.
     MinimalTimer(AttachPoint),
-    /// The profiler's programs.
+    /// The profiler's programs, on the syscall tracepoints.
     Profiler,
+    /// The profiler's programs on fentry/fexit.
+    ProfilerFentry,
     /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup), on the raw
     /// tracepoints where the kernel allows (what a session chooses).
     ProfilerOffCpu,
@@ -84,6 +90,9 @@ impl Config {
             Self::Empty(AttachPoint::Tracepoint) => "empty pair",
             Self::MinimalTimer(AttachPoint::Tracepoint) => "minimal timer",
             Self::Profiler => "syscall-profiler",
+            Self::ProfilerFentry => "syscall-profiler, fentry",
+            Self::Empty(AttachPoint::Fentry) => "empty pair, fentry",
+            Self::MinimalTimer(AttachPoint::Fentry) => "minimal timer, fentry",
             Self::ProfilerOffCpu => "syscall-profiler --off-cpu",
             Self::ProfilerOffCpuClassic => "syscall-profiler --off-cpu, classic sched tracepoints",
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
@@ -110,6 +119,7 @@ impl Config {
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
             Self::EmptySched => Some(Programs::EmptySched),
             Self::Profiler
+            | Self::ProfilerFentry
             | Self::ProfilerOffCpu
             | Self::ProfilerOffCpuClassic
             | Self::ProfilerSlow
@@ -177,8 +187,9 @@ impl Measured {
     }
 }
 
-/// The rows of the main table: close traced in this process, every configuration.
-fn main_rows(bpftrace: bool) -> Vec<Measured> {
+/// The rows of the main table: close traced in this process, every configuration (the fentry
+/// ones where the kernel accepts fentry).
+fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
     let mut configs = vec![
         Config::Nothing,
         Config::Empty(AttachPoint::Tracepoint),
@@ -192,6 +203,13 @@ fn main_rows(bpftrace: bool) -> Vec<Measured> {
     }
     configs.push(Config::Empty(AttachPoint::RawTracepoint));
     configs.push(Config::MinimalTimer(AttachPoint::RawTracepoint));
+    if fentry {
+        configs.extend([
+            Config::ProfilerFentry,
+            Config::Empty(AttachPoint::Fentry),
+            Config::MinimalTimer(AttachPoint::Fentry),
+        ]);
+    }
     configs
         .into_iter()
         .map(|c| Measured::new(c, Workload::DupClose, Tracked::Me))
@@ -199,8 +217,8 @@ fn main_rows(bpftrace: bool) -> Vec<Measured> {
 }
 
 /// The rows of the tax table, each with its own baseline row where it is not in the main table.
-fn tax_rows() -> Vec<Measured> {
-    vec![
+fn tax_rows(fentry: bool) -> Vec<Measured> {
+    let mut rows = vec![
         // (a) the profiler tracks another process; this one closes untraced.
         Measured::new(Config::Profiler, Workload::DupClose, Tracked::Other),
         // (b) close is traced in this process, which calls getppid.
@@ -239,7 +257,44 @@ fn tax_rows() -> Vec<Measured> {
         Measured::new(Config::ProfilerOffCpu, Workload::PingPong, Tracked::Me),
         Measured::new(Config::ProfilerSlow, Workload::PingPong, Tracked::Me),
         Measured::new(Config::ProfilerSlowEvery, Workload::PingPong, Tracked::Me),
-    ]
+    ];
+    if fentry {
+        // (a) and (b) on fentry: an untraced caller of close runs the trampoline and the
+        // programs' early exit; getppid has no program at all.
+        rows.extend([
+            Measured::new(Config::ProfilerFentry, Workload::DupClose, Tracked::Other),
+            Measured::new(Config::ProfilerFentry, Workload::Getppid, Tracked::Me),
+            Measured::new(
+                Config::Empty(AttachPoint::Fentry),
+                Workload::Getppid,
+                Tracked::Me,
+            ),
+        ]);
+    }
+    rows
+}
+
+/// Why fentry cannot be measured here (a locked-down kernel refuses it), or `None`.
+fn fentry_refused(close: &[Syscall]) -> Option<String> {
+    let config = SessionConfig {
+        programs: Programs::Empty(AttachPoint::Fentry),
+        compat: false,
+        ..SessionConfig::new(close.to_vec(), Target::Processes(vec![std::process::id()]))
+    };
+    Session::start(&config).err().map(|e| {
+        let text = e.to_string();
+        let line = text.lines().next().unwrap_or_default();
+        let line = line.trim_end_matches("; verifier log tail:");
+        match crate::bpf::environment::lockdown_mode().as_deref() {
+            Some(mode @ ("integrity" | "confidentiality")) => {
+                format!("the kernel is locked down ({mode}): {line}")
+            }
+            _ if line.contains("Operation not permitted") => {
+                format!("{line} (a kernel locked down for integrity refuses fentry)")
+            }
+            _ => line.to_owned(),
+        }
+    })
 }
 
 /// Runs the benchmark and prints its tables.
@@ -256,10 +311,14 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     if !bpftrace && !args.no_bpftrace {
         crate::errln!("bpftrace is not installed: its row is left out (apt-get install bpftrace)");
     }
+    let fentry_refused = fentry_refused(&close);
+    if let Some(why) = &fentry_refused {
+        crate::errln!("fentry is not measured here: {why}");
+    }
     pin_to_last_cpu();
     let other = IdleChild::start()?;
-    let mut results = main_rows(bpftrace);
-    results.extend(tax_rows());
+    let mut results = main_rows(bpftrace, fentry_refused.is_none());
+    results.extend(tax_rows(fentry_refused.is_none()));
     let rows = results.len();
     let started = std::time::Instant::now();
     for round in 0..args.rounds as usize {
@@ -350,6 +409,11 @@ fn measure_one(
             SchedAttach::Auto
         },
         slow,
+        syscall_attach: Some(if m.config == Config::ProfilerFentry {
+            SyscallAttach::Fentry
+        } else {
+            SyscallAttach::Tracepoint
+        }),
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
         // with the floors (the compat programs' cost is the raw_tp empty pair's).
         compat: false,
@@ -854,6 +918,28 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 verdict(vs_bpftrace, 0.5)
             ));
         }
+        if let (Some(fentry), Some(fentry_timer), Some(fentry_empty)) = (
+            find(Config::ProfilerFentry, DupClose, Tracked::Me),
+            find(
+                Config::MinimalTimer(AttachPoint::Fentry),
+                DupClose,
+                Tracked::Me,
+            ),
+            find(Config::Empty(AttachPoint::Fentry), DupClose, Tracked::Me),
+        ) {
+            out.push_str(&format!(
+                "  fentry: profiler's added cost ≤ 1.15 × fentry's minimal timer {}\n",
+                verdict(median(&round_ratios(fentry, fentry_timer, nothing)), 1.15)
+            ));
+            out.push_str(&format!(
+                "  per traced close, added ns: tracepoint {:+.0} (empty pair {:+.0}), fentry {:+.0} (empty pair {:+.0}); fentry ÷ tracepoint {:.2}\n",
+                median(&round_added(profiler, nothing)),
+                median(&round_added(empty, nothing)),
+                median(&round_added(fentry, nothing)),
+                median(&round_added(fentry_empty, nothing)),
+                median(&round_ratios(fentry, profiler, nothing)),
+            ));
+        }
         if let (Some(raw_empty), Some(raw_timer)) = (
             find(Config::Empty(raw), DupClose, Tracked::Me),
             find(Config::MinimalTimer(raw), DupClose, Tracked::Me),
@@ -905,14 +991,25 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         Some(nothing),
         Some(empty),
     );
+    let fentry_empty = find(Config::Empty(AttachPoint::Fentry), DupClose, Tracked::Me);
+    tax_row(a, fentry_empty, Some(nothing), fentry_empty);
+    tax_row(
+        a,
+        find(Config::ProfilerFentry, DupClose, Tracked::Other),
+        Some(nothing),
+        fentry_empty,
+    );
     let b = "(b) traced process, getppid";
     let tp_floor = find(Config::Empty(tp), Getppid, Tracked::Me);
     let raw_floor = find(Config::Empty(raw), Getppid, Tracked::Me);
+    let fentry_floor = find(Config::Empty(AttachPoint::Fentry), Getppid, Tracked::Me);
     for (config, floor) in [
         (Config::Empty(tp), tp_floor),
         (Config::Profiler, tp_floor),
         (Config::Empty(raw), raw_floor),
         (Config::MinimalTimer(raw), raw_floor),
+        (Config::Empty(AttachPoint::Fentry), fentry_floor),
+        (Config::ProfilerFentry, fentry_floor),
     ] {
         tax_row(
             b,

@@ -5,8 +5,9 @@
 use aya::{
     Ebpf,
     programs::{
-        BtfTracePoint, ProgramError, RawTracePoint, TracePoint, raw_trace_point::RawTracePointLink,
-        tp_btf::BtfTracePointLink, trace_point::TracePointLink,
+        BtfTracePoint, FEntry, FExit, ProgramError, RawTracePoint, TracePoint, fentry::FEntryLink,
+        fexit::FExitLink, raw_trace_point::RawTracePointLink, tp_btf::BtfTracePointLink,
+        trace_point::TracePointLink,
     },
 };
 
@@ -33,6 +34,16 @@ pub enum AttachTo {
     Btf {
         /// e.g. `sched_switch`.
         name: String,
+    },
+    /// The entry of a kernel function (fentry), typed by its BTF.
+    Fentry {
+        /// e.g. `__x64_sys_close`.
+        function: String,
+    },
+    /// The return of a kernel function (fexit), with its arguments and return value.
+    Fexit {
+        /// e.g. `__x64_sys_close`.
+        function: String,
     },
 }
 
@@ -68,6 +79,8 @@ impl std::fmt::Display for AttachTo {
             Self::Tracepoint { category, name } => write!(f, "{category}:{name}"),
             Self::Raw { name } => write!(f, "raw tracepoint {name}"),
             Self::Btf { name } => write!(f, "BTF tracepoint {name}"),
+            Self::Fentry { function } => write!(f, "fentry {function}"),
+            Self::Fexit { function } => write!(f, "fexit {function}"),
         }
     }
 }
@@ -78,7 +91,12 @@ pub enum Link {
     Tracepoint(TracePointLink),
     /// On a raw tracepoint.
     Raw(RawTracePointLink),
+    /// On a BTF tracepoint.
     Btf(BtfTracePointLink),
+    /// On a function's entry.
+    Fentry(FEntryLink),
+    /// On a function's return.
+    Fexit(FExitLink),
 }
 
 /// The program `$name` of `$ebpf` as a `$kind`, loaded (verified) once: the program kinds have
@@ -120,19 +138,50 @@ pub fn attach(ebpf: &mut Ebpf, program: &str, to: &AttachTo) -> Result<Link, Set
             p.take_link(id).map(Link::Raw).map_err(failed)
         }
         AttachTo::Btf { name } => {
-            let p: &mut BtfTracePoint = ebpf
-                .program_mut(program)
-                .ok_or_else(|| missing_program(program))?
-                .try_into()
-                .map_err(|e| SetupError::bpf(format!("program {program}"), e))?;
+            let p: &mut BtfTracePoint = typed(ebpf, program)?;
             if p.fd().is_err() {
-                let btf = aya::Btf::from_sys_fs().map_err(|e| SetupError::NoBtf(e.to_string()))?;
-                p.load(name, &btf).map_err(|e| load_error(program, e))?;
+                p.load(name, kernel_btf()?)
+                    .map_err(|e| load_error(program, e))?;
             }
             let id = p.attach().map_err(failed)?;
             p.take_link(id).map(Link::Btf).map_err(failed)
         }
+        AttachTo::Fentry { function } => {
+            let p: &mut FEntry = typed(ebpf, program)?;
+            if p.fd().is_err() {
+                p.load(function, kernel_btf()?)
+                    .map_err(|e| load_error(program, e))?;
+            }
+            let id = p.attach().map_err(failed)?;
+            p.take_link(id).map(Link::Fentry).map_err(failed)
+        }
+        AttachTo::Fexit { function } => {
+            let p: &mut FExit = typed(ebpf, program)?;
+            if p.fd().is_err() {
+                p.load(function, kernel_btf()?)
+                    .map_err(|e| load_error(program, e))?;
+            }
+            let id = p.attach().map_err(failed)?;
+            p.take_link(id).map(Link::Fexit).map_err(failed)
+        }
     }
+}
+
+/// The program `name` of `ebpf` as a `T`, not loaded (programs typed by BTF are loaded with
+/// their target).
+fn typed<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, SetupError>
+where
+    &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,
+{
+    ebpf.program_mut(name)
+        .ok_or_else(|| missing_program(name))?
+        .try_into()
+        .map_err(|e| SetupError::bpf(format!("program {name}"), e))
+}
+
+/// The kernel's BTF, parsed once.
+fn kernel_btf() -> Result<&'static aya::Btf, SetupError> {
+    super::front::kernel_btf().map_err(SetupError::NoBtf)
 }
 
 /// Whether perf_event_open refused this non-root process (Debian's `perf_event_paranoid` 3).
@@ -183,4 +232,40 @@ pub(super) fn load_error(program: &str, error: ProgramError) -> SetupError {
         }
         other => SetupError::bpf(format!("loading program {program}"), other),
     }
+}
+
+/// How many times the kernel skipped program `name` because it was already running on that
+/// CPU (`recursion_misses`, 5.12+): for fentry/fexit, which run preemptibly, a skipped run is a
+/// call not seen. `None` when the kernel does not say.
+#[must_use]
+pub fn recursion_misses(ebpf: &Ebpf, name: &str) -> Option<u64> {
+    use std::os::fd::{AsFd as _, AsRawFd as _};
+    /// `bpf_attr` for BPF_OBJ_GET_INFO_BY_FD.
+    #[repr(C)]
+    struct InfoByFd {
+        bpf_fd: u32,
+        info_len: u32,
+        info: u64,
+    }
+    const BPF_OBJ_GET_INFO_BY_FD: libc::c_long = 15;
+    let program = ebpf.program(name)?;
+    let fd = program.fd().ok()?;
+    let mut info: aya_obj::generated::bpf_prog_info =
+        // SAFETY: a plain C struct of integers, valid zeroed.
+        unsafe { std::mem::zeroed() };
+    let attr = InfoByFd {
+        bpf_fd: fd.as_fd().as_raw_fd() as u32,
+        info_len: std::mem::size_of_val(&info) as u32,
+        info: (&raw mut info) as u64,
+    };
+    // SAFETY: the attr names our own program's fd and a buffer of the size given.
+    let ret = unsafe {
+        libc::syscall(
+            libc::SYS_bpf,
+            BPF_OBJ_GET_INFO_BY_FD,
+            &raw const attr,
+            std::mem::size_of::<InfoByFd>(),
+        )
+    };
+    (ret == 0).then_some(info.recursion_misses)
 }

@@ -5,7 +5,9 @@
 
 pub mod attach;
 pub mod environment;
+pub mod front;
 pub mod layout;
+mod syscall_entries;
 pub mod syscall_names;
 
 use std::{
@@ -26,6 +28,7 @@ use profiler_common::{
 
 use self::attach::{AttachTo, Link};
 pub use self::{
+    front::{SyscallAttach, SyscallFront},
     layout::{GroupExit, SchedAttach, SchedFront},
     syscall_names::{DEFAULT_SYSCALLS, Syscall},
 };
@@ -92,6 +95,9 @@ pub struct SessionConfig {
     /// Never count this process's own calls (attach and serve: their polling, /proc reads and
     /// writes under `--all`, or when a named process is their parent).
     pub exclude_self: bool,
+    /// How the syscalls are timed; `None`: the default ([`SyscallAttach::default_choice`]:
+    /// `--attach`, else `PROFILER_ATTACH`, else auto).
+    pub syscall_attach: Option<SyscallAttach>,
 }
 
 impl SessionConfig {
@@ -111,6 +117,7 @@ impl SessionConfig {
             slow: None,
             compat: true,
             exclude_self: false,
+            syscall_attach: None,
         }
     }
 }
@@ -137,6 +144,8 @@ pub enum AttachPoint {
     Tracepoint,
     /// The raw `sys_enter` / `sys_exit` tracepoints: one pair for every syscall of every process.
     RawTracepoint,
+    /// fentry/fexit on the first syscall's function (where the kernel allows them).
+    Fentry,
 }
 
 /// One load of the kernel programs, attached and counting until dropped.
@@ -166,6 +175,8 @@ pub struct Session {
     cgroups: Vec<String>,
     /// Whether 32-bit processes' calls are timed (the compat programs are attached).
     compat: bool,
+    /// The front end timing the syscalls.
+    syscall_front: SyscallFront,
     /// `kernel.pid_max` when the per-thread maps were sized.
     pid_max: u32,
 }
@@ -254,6 +265,29 @@ impl Session {
             0
         };
         let compat = config.compat && config.programs == Programs::Profiler;
+        let attach = match config.syscall_attach {
+            Some(attach) => attach,
+            None => SyscallAttach::default_choice().map_err(SetupError::BadAttachChoice)?,
+        };
+        let syscall_front = match (config.programs, attach) {
+            (Programs::Profiler, SyscallAttach::Fentry) => SyscallFront::Fentry(
+                front::fentry_targets(&config.syscalls, compat)
+                    .map_err(SetupError::FentryUnavailable)?,
+            ),
+            (Programs::Profiler, SyscallAttach::Auto) => {
+                match front::preemptible_kernel()
+                    .map_or_else(|| front::fentry_targets(&config.syscalls, compat), Err)
+                {
+                    Ok(targets) => SyscallFront::Fentry(targets),
+                    Err(why) => SyscallFront::Tracepoint(Some(why)),
+                }
+            }
+            _ => SyscallFront::Tracepoint(None),
+        };
+        let mut slot_entries = [0; MAX_SYSCALL_SLOTS];
+        for (slot, s) in config.syscalls.iter().enumerate() {
+            slot_entries[slot] = slot_entry(slot, s);
+        }
         let mut ebpf = EbpfLoader::new()
             .override_global(
                 "CONFIG",
@@ -265,6 +299,7 @@ impl Session {
                     trace_cgroups,
                     by_cgroup,
                     split_off_cpu: split,
+                    slot_entries,
                     ..profiler_common::Config::OFF
                 },
                 true,
@@ -320,6 +355,7 @@ impl Session {
             slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
             compat,
+            syscall_front: SyscallFront::Tracepoint(None),
             pid_max,
         };
         session.write_slots()?;
@@ -327,17 +363,11 @@ impl Session {
         for pid in initial {
             session.track(pid)?;
         }
-        // The compat programs run for every syscall, 64-bit ones too: attached so that they
-        // run outside the window the syscall tracepoints time (a tracepoint calls its probes in
-        // the order they were attached): the enter program before the syscall tracepoints',
-        // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
-        // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
-        if compat {
-            session.attach("compat_enter", &AttachTo::raw("sys_enter"))?;
-        }
-        session.attach_programs(config.programs, config.follow_forks)?;
-        if compat {
-            session.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
+        // Before the syscall programs, so that every traced call's switches are seen.
+        session.attach_sched()?;
+        session.attach_syscalls(config.programs, syscall_front, attach)?;
+        if config.programs == Programs::Profiler {
+            session.attach_process_tracking(config.follow_forks)?;
         }
         session.arm()?;
         Ok(session)
@@ -754,13 +784,7 @@ impl Session {
     /// The slot tables: each syscall's x86_64 number, and its ia32 number where it has one,
     /// to its slot.
     fn write_slots(&mut self) -> Result<(), SetupError> {
-        let entry = |slot: usize, s: &Syscall| {
-            let mut entry = encode_slot_entry(slot as u32, s.returns_events());
-            if s.forks() {
-                entry |= profiler_common::SLOT_FLAG_FORKS;
-            }
-            entry
-        };
+        let entry = slot_entry;
         let native: Vec<(u32, u32)> = self
             .syscalls
             .iter()
@@ -797,12 +821,39 @@ impl Session {
         let mut lines = Vec::new();
         // Without the compat programs (run, for a 64-bit server; c2c and the bench, for this
         // process), the caller has checked that what it traces is a 64-bit program.
+        let missed = self.fentry_misses();
+        if missed > 0 {
+            lines.push(format!(
+                "up to {missed} calls: the kernel skipped that many runs of the fentry/fexit programs, each already running on its CPU when preempted ({}); --attach tracepoint never misses them",
+                front::preemptible_kernel().unwrap_or_else(|| "a preemptible kernel".to_owned())
+            ));
+        }
         if let Some((then, now)) = self.pid_max_raised() {
             lines.push(format!(
                 "processes and threads numbered above {then}: kernel.pid_max was raised to {now} while tracing, and the per-thread maps were sized at the start"
             ));
         }
         lines
+    }
+
+    /// Runs of the fentry/fexit programs the kernel skipped (each a call not seen): only on a
+    /// kernel that preempts them, which `auto` does not use fentry on.
+    #[must_use]
+    pub fn fentry_misses(&self) -> u64 {
+        if !matches!(self.syscall_front, SyscallFront::Fentry(_)) {
+            return 0;
+        }
+        let mut names: Vec<&str> = self
+            .links
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .filter(|n| n.starts_with("fentry") || n.starts_with("fexit"))
+            .collect();
+        names.dedup();
+        names
+            .into_iter()
+            .filter_map(|n| attach::recursion_misses(&self.ebpf, n))
+            .sum()
     }
 
     /// The `--off-cpu` front end, when the split is on.
@@ -842,12 +893,14 @@ impl Session {
         Ok(())
     }
 
-    fn attach_programs(
-        &mut self,
-        programs: Programs,
-        follow_forks: bool,
-    ) -> Result<(), SetupError> {
-        // Before the syscall programs, so that every traced call's switches are seen.
+    /// The front end timing the syscalls, and with `auto`, why fentry was not used.
+    #[must_use]
+    pub fn syscall_front(&self) -> &SyscallFront {
+        &self.syscall_front
+    }
+
+    /// `--off-cpu`'s programs, when the split is on.
+    fn attach_sched(&mut self) -> Result<(), SetupError> {
         match self.sched_front {
             Some(SchedFront::Btf) => {
                 self.attach("btf_sched_wakeup", &AttachTo::btf("sched_wakeup"))?;
@@ -865,6 +918,99 @@ impl Session {
             }
             None => {}
         }
+        Ok(())
+    }
+
+    /// The syscall programs on `front`; under `auto`, a kernel that refuses fentry (locked
+    /// down) gets the tracepoints, and the session says why.
+    fn attach_syscalls(
+        &mut self,
+        programs: Programs,
+        front: SyscallFront,
+        attach: SyscallAttach,
+    ) -> Result<(), SetupError> {
+        if let SyscallFront::Fentry(targets) = &front {
+            let before = self.links.len();
+            match self.attach_fentry(targets) {
+                Ok(()) => {
+                    self.syscall_front = front;
+                    return Ok(());
+                }
+                Err(e) => {
+                    attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
+                    let why = match environment::lockdown_mode().as_deref() {
+                        Some(mode @ ("integrity" | "confidentiality")) => {
+                            format!("the kernel is locked down ({mode}) and refused it")
+                        }
+                        _ if first_line(&e).contains("Operation not permitted") => {
+                            "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry)".to_owned()
+                        }
+                        _ => format!("the kernel refused it ({})", first_line(&e)),
+                    };
+                    if attach == SyscallAttach::Fentry {
+                        return Err(SetupError::FentryUnavailable(why));
+                    }
+                    self.syscall_front = SyscallFront::Tracepoint(Some(why));
+                }
+            }
+        } else {
+            self.syscall_front = front;
+        }
+        if let SyscallFront::Tracepoint(Some(why)) = &self.syscall_front {
+            log::debug!("syscalls on their tracepoints, not fentry: {why}");
+        }
+        // The compat programs run for every syscall, 64-bit ones too: attached so that they
+        // run outside the window the syscall tracepoints time (a tracepoint calls its probes in
+        // the order they were attached): the enter program before the syscall tracepoints',
+        // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
+        // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
+        if self.compat {
+            self.attach("compat_enter", &AttachTo::raw("sys_enter"))?;
+        }
+        self.attach_syscall_tracepoints(programs)?;
+        if self.compat {
+            self.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
+        }
+        Ok(())
+    }
+
+    /// fentry/fexit on each slot's functions, exits first (as with the tracepoints).
+    fn attach_fentry(&mut self, targets: &front::FentryTargets) -> Result<(), SetupError> {
+        let mut pairs: Vec<(String, String, &str)> = Vec::new();
+        for (slot, function) in targets.x64.iter().enumerate() {
+            pairs.push((format!("fexit_{slot}"), format!("fentry_{slot}"), function));
+        }
+        for (slot, function) in targets.ia32.iter().enumerate() {
+            if let Some(function) = function {
+                pairs.push((
+                    format!("fexit32_{slot}"),
+                    format!("fentry32_{slot}"),
+                    function,
+                ));
+            }
+        }
+        for (exit, _, function) in &pairs {
+            let to = AttachTo::Fexit {
+                function: (*function).to_owned(),
+            };
+            self.attach(exit, &to)?;
+        }
+        for (_, enter, function) in &pairs {
+            let to = AttachTo::Fentry {
+                function: (*function).to_owned(),
+            };
+            self.attach(enter, &to)?;
+        }
+        if let Some(function) = &targets.socketcall {
+            let to = AttachTo::Fentry {
+                function: function.clone(),
+            };
+            self.attach("fentry_socketcall", &to)?;
+        }
+        Ok(())
+    }
+
+    fn attach_syscall_tracepoints(&mut self, programs: Programs) -> Result<(), SetupError> {
         let (enter, exit, point) = match programs {
             Programs::EmptySched => {
                 self.attach("raw_noop", &AttachTo::raw("sched_wakeup"))?;
@@ -884,6 +1030,12 @@ impl Session {
                 "raw_timer_exit",
                 AttachPoint::RawTracepoint,
             ),
+            Programs::Empty(AttachPoint::Fentry) => {
+                ("fentry_noop", "fexit_noop", AttachPoint::Fentry)
+            }
+            Programs::MinimalTimer(AttachPoint::Fentry) => {
+                ("fentry_timer", "fexit_timer", AttachPoint::Fentry)
+            }
         };
         // Exit programs first: a call that enters after its enter program is attached then always
         // finds its exit program attached.
@@ -902,18 +1054,32 @@ impl Session {
                 self.attach(exit, &AttachTo::raw("sys_exit"))?;
                 self.attach(enter, &AttachTo::raw("sys_enter"))?;
             }
-        }
-        if programs == Programs::Profiler {
-            if follow_forks {
+            AttachPoint::Fentry => {
+                let targets = front::fentry_targets(&self.syscalls[..1], false)
+                    .map_err(SetupError::FentryUnavailable)?;
+                let function = targets.x64[0].clone();
                 self.attach(
-                    "task_newtask",
-                    &AttachTo::tracepoint("task", "task_newtask"),
+                    exit,
+                    &AttachTo::Fexit {
+                        function: function.clone(),
+                    },
                 )?;
+                self.attach(enter, &AttachTo::Fentry { function })?;
             }
-            let exit = AttachTo::tracepoint("sched", "sched_process_exit");
-            self.attach("process_exit", &exit)?;
         }
         Ok(())
+    }
+
+    /// Forks followed, exits seen.
+    fn attach_process_tracking(&mut self, follow_forks: bool) -> Result<(), SetupError> {
+        if follow_forks {
+            self.attach(
+                "task_newtask",
+                &AttachTo::tracepoint("task", "task_newtask"),
+            )?;
+        }
+        let exit = AttachTo::tracepoint("sched", "sched_process_exit");
+        self.attach("process_exit", &exit)
     }
 
     /// Attaches `program` to `to`, keeping the link until the session ends.
@@ -1022,3 +1188,20 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
 
 // Compile-time guard: the per-process map must have room for the named and forked ranges.
 const _: () = assert!(FIRST_FORKED_PROCESS < OVERFLOW_PROCESS && OVERFLOW_PROCESS < MAX_PROCESSES);
+
+/// A syscall's slot-table entry: its slot, and its flags (an event count returned, a return
+/// in a new child).
+fn slot_entry(slot: usize, s: &Syscall) -> u32 {
+    let mut entry = encode_slot_entry(slot as u32, s.returns_events());
+    if s.forks() {
+        entry |= profiler_common::SLOT_FLAG_FORKS;
+    }
+    entry
+}
+
+/// An error's first line, without the verifier's log that may follow it.
+fn first_line(error: &SetupError) -> String {
+    let text = error.to_string();
+    let line = text.lines().next().unwrap_or_default();
+    line.trim_end_matches("; verifier log tail:").to_owned()
+}
