@@ -44,6 +44,7 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         idle_conns: 0,
         lt_epollout: false,
         off_cpu: true,
+        explain_cost: false,
         slow: None,
         slow_top: 10,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),

@@ -263,7 +263,8 @@ impl Suite {
         Ok(())
     }
 
-    /// A short `profiler run`: the four variants in the report and `dropped: 0` in every table.
+    /// A short `profiler run`: the four variants in the report and `dropped: 0` in every table;
+    /// `--explain-cost` names the front end's programs and the servers' traced calls.
     fn run_all_variants(&self) -> Result<()> {
         let out = output(Command::new(&self.profiler).args([
             "run",
@@ -273,11 +274,41 @@ impl Suite {
             "1000",
             "--runs",
             "1",
-            // Both scenarios of the default experiment, without its baseline runs (time).
+            // Both scenarios of the default experiment, with a baseline run each and the
+            // kernel's program statistics (--explain-cost; the guest's sysctl, not the host's).
             "--concurrency",
             "1,10",
+            "--baseline",
+            "--explain-cost",
         ]))?;
         print!("{out}");
+        // The programs that timed the servers' calls: fentry/fexit where auto chose them.
+        let version = std::fs::read_to_string("/proc/sys/kernel/version")?;
+        let exit_program = if version.contains("PREEMPT_RT") {
+            "syscall_exit"
+        } else {
+            "fexit_"
+        };
+        for variant in ["lt", "et", "lt-pure", "mp"] {
+            let rows: Vec<&str> = out
+                .lines()
+                .filter(|l| l.split_whitespace().next() == Some(variant))
+                .collect();
+            if !rows.iter().any(|l| l.contains(exit_program)) {
+                bail!("--explain-cost shows no {exit_program} program for {variant}");
+            }
+            let calls = rows
+                .iter()
+                .find_map(|l| l.split("the server's traced calls: ").nth(1))
+                .and_then(|rest| rest.split("/req").next())
+                .and_then(|n| n.parse::<f64>().ok())
+                .with_context(|| format!("--explain-cost has no traced-calls row for {variant}"))?;
+            if calls < 5.0 {
+                bail!(
+                    "--explain-cost: {variant} made {calls} traced calls per request, expected about 11"
+                );
+            }
+        }
         let header = out
             .lines()
             .find(|l| l.starts_with("metric "))

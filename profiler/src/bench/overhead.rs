@@ -348,7 +348,7 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     }
     // One more round with the kernel timing every program run: where the added cost goes. Its
     // loop times are left out above, as the statistics themselves cost time.
-    let stats = BpfStats::enable();
+    let stats = crate::bpf::BpfStats::enable();
     // The untraced process's closes too: what the tax (a) is made of.
     // And the sched programs' own cost per run, from the untraced ping-pong.
     for m in results.iter_mut().filter(|m| {
@@ -620,32 +620,6 @@ fn pin_to_last_cpu() {
 fn which(program: &str) -> bool {
     std::env::var_os("PATH")
         .is_some_and(|path| std::env::split_paths(&path).any(|dir| dir.join(program).is_file()))
-}
-
-/// `kernel.bpf_stats_enabled = 1` while alive (the kernel then times every program run), restored
-/// on drop.
-struct BpfStats {
-    previous: Option<String>,
-}
-
-impl BpfStats {
-    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
-
-    fn enable() -> Self {
-        let previous = std::fs::read_to_string(Self::PATH).ok();
-        if std::fs::write(Self::PATH, "1").is_err() {
-            return Self { previous: None };
-        }
-        Self { previous }
-    }
-}
-
-impl Drop for BpfStats {
-    fn drop(&mut self) {
-        if let Some(previous) = &self.previous {
-            let _ = std::fs::write(Self::PATH, previous.trim());
-        }
-    }
 }
 
 /// bpftrace running the one-liner against this process; killed on drop.

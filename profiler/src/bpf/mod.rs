@@ -1189,6 +1189,43 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
 // Compile-time guard: the per-process map must have room for the named and forked ranges.
 const _: () = assert!(FIRST_FORKED_PROCESS < OVERFLOW_PROCESS && OVERFLOW_PROCESS < MAX_PROCESSES);
 
+/// `kernel.bpf_stats_enabled = 1` while alive (the kernel then times every program run, for
+/// `profiler bench overhead` and `run --explain-cost`), restored on drop.
+pub struct BpfStats {
+    previous: Option<String>,
+}
+
+impl BpfStats {
+    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
+
+    /// Turns the statistics on (a no-op where the sysctl cannot be written: the figures then
+    /// read 0); [`BpfStats::enabled`] says which.
+    #[must_use]
+    pub fn enable() -> Self {
+        let previous = std::fs::read_to_string(Self::PATH).ok();
+        if std::fs::write(Self::PATH, "1").is_err() {
+            return Self { previous: None };
+        }
+        Self { previous }
+    }
+}
+
+impl BpfStats {
+    /// Whether the kernel is timing program runs now.
+    #[must_use]
+    pub fn enabled() -> bool {
+        std::fs::read_to_string(Self::PATH).is_ok_and(|v| v.trim() == "1")
+    }
+}
+
+impl Drop for BpfStats {
+    fn drop(&mut self) {
+        if let Some(previous) = &self.previous {
+            let _ = std::fs::write(Self::PATH, previous.trim());
+        }
+    }
+}
+
 /// A syscall's slot-table entry: its slot, and its flags (an event count returned, a return
 /// in a new child).
 fn slot_entry(slot: usize, s: &Syscall) -> u32 {

@@ -45,6 +45,16 @@ pub fn main(args: &options::RunArgs) -> Result<i32> {
     let experiment = run(&options)?;
     metadata.duration_s = experiment.elapsed.as_secs_f64();
     settings(&mut metadata, &options);
+    // Which front end timed the syscalls (the first profiled run's; every run loads the same).
+    if let Some(front) = experiment
+        .scenarios
+        .iter()
+        .flat_map(|s| &s.variants)
+        .flat_map(|v| &v.runs)
+        .find_map(|r| r.front.clone())
+    {
+        metadata.settings.insert("attach".into(), front);
+    }
     // An export sent to stdout keeps stdout to itself; the report goes to stderr then.
     let report = report::render(&experiment, &options, &metadata);
     if args
@@ -341,6 +351,8 @@ pub struct RunOptions {
     pub lt_epollout: bool,
     /// Split each call into on-CPU, blocked and runnable time (on unless `--no-off-cpu`).
     pub off_cpu: bool,
+    /// `--explain-cost`: the kernel times every program run; each profiled run keeps them.
+    pub explain_cost: bool,
     /// `--slow`: record the calls at least this long with their stacks.
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the report shows per variant.
@@ -421,6 +433,21 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     // completed runs are still written.
     let interrupted = crate::trace::stop_on_signals()?;
     server::raise_nofile_limit(options.idle_conns as u64 + 4096);
+    // --explain-cost: the kernel times program runs while the experiment lasts.
+    let _stats = if options.explain_cost {
+        let stats = crate::bpf::BpfStats::enable();
+        if !crate::bpf::BpfStats::enabled() {
+            bail!(
+                "--explain-cost needs kernel.bpf_stats_enabled, which could not be set: run as root, or leave --explain-cost out"
+            );
+        }
+        crate::errln!(
+            "--explain-cost: kernel.bpf_stats_enabled is 1 while the experiment runs (each program run then costs two more clock reads), set back after"
+        );
+        Some(stats)
+    } else {
+        None
+    };
 
     let started = Instant::now();
     let progress = Progress::new(options);
@@ -685,6 +712,10 @@ fn measure_run(
         None => server::with_descendants(server.pid()),
     };
     let cpu_before = server::cpu_time(&pids);
+    let programs_before = match &session {
+        Some(s) if options.explain_cost => s.program_run_stats(),
+        _ => Vec::new(),
+    };
     let ticker = progress.follow(Arc::clone(&counter), spec.stop);
     let load = loadgen::run(&load_spec);
     drop(ticker);
@@ -697,6 +728,11 @@ fn measure_run(
         None => server::with_descendants(server.pid()),
     };
     let cpu_after = server::cpu_time(&pids_after);
+    let programs = match &session {
+        Some(s) if options.explain_cost => program_costs(&programs_before, &s.program_run_stats()),
+        _ => Vec::new(),
+    };
+    let front = session.as_ref().map(|s| s.syscall_front().describe());
     let server_died = server
         .exit_status()?
         .map(|how| format!("{how}{}", server.stderr_tail()));
@@ -726,7 +762,31 @@ fn measure_run(
         server_died,
         warmup_requests,
         slow,
+        programs,
+        front,
     }))
+}
+
+/// Each program's runs and run time between two readings of the kernel's statistics.
+fn program_costs(
+    before: &[(String, u64, Duration)],
+    after: &[(String, u64, Duration)],
+) -> Vec<model::ProgramCost> {
+    after
+        .iter()
+        .map(|(name, runs, time)| {
+            let (runs_before, time_before) = before
+                .iter()
+                .find(|(n, ..)| n == name)
+                .map_or((0, Duration::ZERO), |(_, r, t)| (*r, *t));
+            model::ProgramCost {
+                name: name.clone(),
+                runs: runs.saturating_sub(runs_before),
+                ns: u64::try_from(time.saturating_sub(time_before).as_nanos()).unwrap_or(u64::MAX),
+            }
+        })
+        .filter(|p| p.runs > 0)
+        .collect()
 }
 
 /// The client has its last answer before the server has closed that connection: wait (at most

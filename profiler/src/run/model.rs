@@ -174,6 +174,23 @@ pub struct RunResult {
     pub warmup_requests: u64,
     /// `--slow`: the run's calls past the threshold (profiled runs only).
     pub slow: Option<crate::slow::SlowReport>,
+    /// `--explain-cost`: each attached program's runs and run time over the measured window,
+    /// as the kernel counts them (profiled runs only).
+    pub programs: Vec<ProgramCost>,
+    /// The front end that timed the syscalls (profiled runs): `fentry`, `tracepoint`, or
+    /// `tracepoint (fentry: why not)`.
+    pub front: Option<String>,
+}
+
+/// One kernel program's share of a run (`--explain-cost`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProgramCost {
+    /// The program's name (`syscall_exit`, `fexit_3`, `btf_sched_switch`).
+    pub name: String,
+    /// Runs in the window.
+    pub runs: u64,
+    /// Their total run time, ns, as the kernel times it (its two clock reads included).
+    pub ns: u64,
 }
 
 impl RunResult {

@@ -98,6 +98,12 @@ pub struct RunArgs {
     /// does this for its serial scenario.
     #[arg(long)]
     pub baseline: bool,
+    /// With --baseline: where the profiling cost goes. The kernel times every program run
+    /// during the experiment (kernel.bpf_stats_enabled, set back after), and a table per
+    /// scenario sets each program's time per request against the server CPU per request that
+    /// profiling added.
+    #[arg(long, requires = "baseline")]
+    pub explain_cost: bool,
     /// Also run each variant under `strace -f -c`, a run after each profiled run: strace's
     /// per-call time next to the kernel's, and its cost in QPS.
     #[arg(long)]
@@ -350,6 +356,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         idle_conns: args.idle_conns as usize,
         lt_epollout: args.lt_epollout,
         off_cpu: !args.no_off_cpu,
+        explain_cost: args.explain_cost,
         slow: args.slow.slow,
         slow_top: args.slow.slow_top,
         syscalls: Syscall::resolve_list(&args.syscalls)?,

@@ -210,6 +210,7 @@ fn part(s: &ScenarioResult) -> Part {
     sections.extend(side_by_side(s));
     sections.extend(variants_section(s));
     sections.extend(baseline_section(s));
+    sections.extend(cost_section(s));
     sections.extend(strace_sections(s));
     sections.extend(slow_sections(s));
     Part {
@@ -892,6 +893,132 @@ fn baseline_section(s: &ScenarioResult) -> Option<Section> {
         RunKind::Baseline,
         "Profiler overhead (--baseline: the same load with nothing attached; profiled run i against baseline run i)",
     )
+}
+
+/// `--explain-cost`: per variant, each kernel program's runs and time per request (medians over
+/// the profiled runs, from the kernel's own statistics), their sum, and the server CPU per
+/// request that profiling added (profiled minus baseline medians): what is left is what the
+/// kernel does around the programs.
+fn cost_section(s: &ScenarioResult) -> Option<Section> {
+    let mut table = Table::new(["variant", "program", "runs/req", "ns/run", "ns/req"]);
+    for v in s.variants.iter().filter(|v| v.failure.is_none()) {
+        let runs: Vec<&RunResult> = v
+            .of_kind(RunKind::Profiled)
+            .filter(|r| !r.programs.is_empty() && r.requests_finished() > 0)
+            .collect();
+        if runs.is_empty() {
+            continue;
+        }
+        let mut names: Vec<&str> = runs
+            .iter()
+            .flat_map(|r| r.programs.iter().map(|p| p.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        names.dedup();
+        let per_request = |r: &RunResult, f: &dyn Fn(&super::model::ProgramCost) -> f64| {
+            r.programs.iter().map(f).sum::<f64>() / r.requests_finished() as f64
+        };
+        for name in &names {
+            let of = |f: &dyn Fn(&super::model::ProgramCost) -> f64| {
+                median(
+                    &runs
+                        .iter()
+                        .map(|r| {
+                            r.programs
+                                .iter()
+                                .filter(|p| p.name == *name)
+                                .map(f)
+                                .sum::<f64>()
+                                / r.requests_finished() as f64
+                        })
+                        .collect::<Vec<_>>(),
+                )
+            };
+            let runs_per_req = of(&|p| p.runs as f64);
+            let ns_per_req = of(&|p| p.ns as f64);
+            table.row([
+                v.variant.to_string(),
+                (*name).to_owned(),
+                format!("{runs_per_req:.1}"),
+                format!("{:.0}", ns_per_req / runs_per_req.max(f64::MIN_POSITIVE)),
+                format!("{ns_per_req:.0}"),
+            ]);
+        }
+        // The syscall programs run for the load generator's calls too (early exits): the
+        // server's share is its own traced calls at the programs' mean cost per call.
+        let is_sched = |p: &super::model::ProgramCost| p.name.contains("sched_");
+        let server_calls = median(
+            &runs
+                .iter()
+                .map(|r| {
+                    r.syscalls.syscalls.iter().map(|s| s.calls).sum::<u64>() as f64
+                        / r.requests_finished() as f64
+                })
+                .collect::<Vec<_>>(),
+        );
+        let per_call = median(
+            &runs
+                .iter()
+                .map(|r| {
+                    let (runs, ns) = r
+                        .programs
+                        .iter()
+                        .filter(|p| {
+                            !is_sched(p) && p.name != "process_exit" && p.name != "task_newtask"
+                        })
+                        .fold((0, 0), |(runs, ns), p| (runs + p.runs, ns + p.ns));
+                    // An enter and an exit run per call.
+                    2.0 * ns as f64 / runs.max(1) as f64
+                })
+                .collect::<Vec<_>>(),
+        );
+        let sched = median(
+            &runs
+                .iter()
+                .map(|r| per_request(r, &|p| if is_sched(p) { p.ns as f64 } else { 0.0 }))
+                .collect::<Vec<_>>(),
+        );
+        let server_share = server_calls * per_call;
+        let mut total_row = |what: String, ns: f64| {
+            table.row([
+                v.variant.to_string(),
+                what,
+                "-".to_owned(),
+                "-".to_owned(),
+                format!("{ns:.0}"),
+            ]);
+        };
+        total_row(
+            format!(
+                "the server's traced calls: {server_calls:.1}/req × {per_call:.0} ns (enter + exit)"
+            ),
+            server_share,
+        );
+        total_row(
+            "sched programs (every switch of the machine)".to_owned(),
+            sched,
+        );
+        if let Some((of_ns, to_ns)) = v
+            .paired_change(RunKind::Profiled, RunKind::Baseline)
+            .and_then(|c| c.cpu_per_request_ns)
+        {
+            let added = of_ns - to_ns;
+            total_row("server CPU added (profiled - baseline)".to_owned(), added);
+            total_row(
+                "left: around the programs".to_owned(),
+                added - server_share - sched,
+            );
+        }
+    }
+    if table.is_empty() {
+        return None;
+    }
+    let mut section = Section::new(
+        "Where the profiling cost goes (--explain-cost: the kernel's own program statistics, medians over the profiled runs)",
+        table,
+    );
+    section.notes.push("Runs and ns per request of each attached program over the measured window, as the kernel counts them (kernel.bpf_stats_enabled; each figure includes the statistics' own two clock reads). Syscall programs run in the caller's context: the server's calls, and the load generator's calls of the traced syscalls, whose programs exit early (fentry_N/fexit_N time slot N's syscall), so the server's share is its own traced calls per request (from the kernel's table) at the programs' mean cost per call, an estimate on the low side (early exits are cheaper); sched programs run at every context switch of the machine, the load generator's included (counted whole: a bound from above). The server CPU added is the profiled runs' median on-CPU time per request minus the baseline runs'; what is left is the kernel's work around the programs: the syscall tracepoints' slow path on every syscall of the server (or the fentry trampolines), the records built for the tracepoints, and the cache lines the programs and their maps take from the server's own work.".to_owned());
+    Some(section)
 }
 
 /// `of` runs against `relative_to` runs, paired by run number: QPS and latency changes as
