@@ -59,7 +59,7 @@ impl Suite {
         // locked-down hosts such as the one the host suite runs on.
         let steps: [(&str, &dyn Fn() -> Result<()>); 7] = [
             (
-                "real-kernel tests, fentry (profiler/tests/kernel.rs)",
+                "real-kernel tests, --attach auto: fentry, on RT the tracepoints (profiler/tests/kernel.rs)",
                 &|| run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1")),
             ),
             (
@@ -274,11 +274,11 @@ impl Suite {
             "1000",
             "--runs",
             "1",
-            // Both scenarios of the default experiment, with a baseline run each and the
-            // kernel's program statistics (--explain-cost; the guest's sysctl, not the host's).
+            // Both scenarios of the default experiment, without its baseline runs (time), with
+            // the kernel's program statistics (--explain-cost; the guest's sysctl, not the
+            // host's).
             "--concurrency",
             "1,10",
-            "--baseline",
             "--explain-cost",
         ]))?;
         print!("{out}");

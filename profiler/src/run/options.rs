@@ -98,11 +98,11 @@ pub struct RunArgs {
     /// does this for its serial scenario.
     #[arg(long)]
     pub baseline: bool,
-    /// With --baseline: where the profiling cost goes. The kernel times every program run
-    /// during the experiment (kernel.bpf_stats_enabled, set back after), and a table per
-    /// scenario sets each program's time per request against the server CPU per request that
-    /// profiling added.
-    #[arg(long, requires = "baseline")]
+    /// Where the profiling cost goes: the kernel times every program run during the
+    /// experiment (kernel.bpf_stats_enabled, set back after), and a table per scenario gives
+    /// each program's time per request; with --baseline, against the server CPU per request
+    /// that profiling added.
+    #[arg(long)]
     pub explain_cost: bool,
     /// Also run each variant under `strace -f -c`, a run after each profiled run: strace's
     /// per-call time next to the kernel's, and its cost in QPS.
