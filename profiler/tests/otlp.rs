@@ -264,10 +264,16 @@ fn serve_pushes_at_its_interval() {
     let _serial = serial();
     let dir = common::scratch("otlp", "serve");
     let receiver = Receiver::start(&dir);
+    // The target makes its calls once serve is attached (its first push has arrived): a
+    // loop started at once could end before the programs are in place.
+    let go = dir.join("go");
     let mut target = Command::new("sh")
         .args([
             "-c",
-            "for i in $(seq 200); do cat /dev/null; done; sleep 30",
+            &format!(
+                "while [ ! -e {} ]; do sleep 0.05; done; for i in $(seq 200); do cat /dev/null; done; sleep 30",
+                go.display()
+            ),
         ])
         .spawn()
         .unwrap();
@@ -282,6 +288,9 @@ fn serve_pushes_at_its_interval() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut pushes = Vec::new();
     while Instant::now() < deadline {
+        if !go.exists() && !receiver.requests().is_empty() {
+            std::fs::write(&go, "").unwrap();
+        }
         pushes = receiver.requests();
         if pushes.len() >= 3
             && pushes.last().is_some_and(|r| {
