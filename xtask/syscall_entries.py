@@ -39,4 +39,11 @@ lines += table('X64_ENTRIES', '(syscall number, function) of the 64-bit table.',
                f'{directory}/syscalls_64.h', '__x64_')
 lines += table('IA32_ENTRIES', '(syscall number, function) of the 32-bit (ia32) table.',
                f'{directory}/syscalls_32.h', '__ia32_')
+lines += [
+    '/// The function `table` enters for syscall number `nr`, if it has one.',
+    "pub(super) fn function_of(table: &[(u32, &'static str)], nr: u32) -> Option<&'static str> {",
+    '    table.iter().find(|&&(n, _)| n == nr).map(|&(_, function)| function)',
+    '}',
+    '',
+]
 open('profiler/src/bpf/syscall_entries.rs', 'w').write('\n'.join(lines))

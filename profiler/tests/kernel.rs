@@ -628,14 +628,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
 /// Whether the kernel loads and attaches fentry/fexit programs (a locked-down one refuses
 /// them: this machine's).
 fn fentry_accepted() -> bool {
-    use profiler::bpf::AttachPoint;
-    let close = Syscall::resolve_list(&["close"]).expect("close resolves");
-    Session::start(&SessionConfig {
-        programs: Programs::Empty(AttachPoint::Fentry),
-        compat: false,
-        ..SessionConfig::new(close, Target::Processes(vec![std::process::id()]))
-    })
-    .is_ok()
+    profiler::bpf::fentry_refused().is_none()
 }
 
 /// `auto` uses fentry/fexit wherever the kernel accepts them, and otherwise the tracepoints

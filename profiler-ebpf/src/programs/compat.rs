@@ -54,7 +54,7 @@ pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
     let start = unsafe { *start_ptr };
     let ret = ctx.arg::<i64>(1);
     if start.start_ns == 0 {
-        if missed_entry_counts(pid_tgid) {
+        if armed_and_traced(pid_tgid) {
             let regs = ctx.arg::<*const u8>(0);
             if is_ia32(regs) {
                 // SAFETY: as in `is_ia32`.

@@ -32,7 +32,7 @@ fn exit(ctx: &FExitContext, slot: usize) -> u32 {
     let ret = ctx.arg::<i64>(1);
     if start.start_ns == 0 {
         // A new child never returns through its parent's clone function: no fork case here.
-        if missed_entry_counts(pid_tgid) {
+        if armed_and_traced(pid_tgid) {
             count_missing_start(entry, ret);
         }
         return 0;
@@ -80,7 +80,7 @@ seq_macro::seq!(N in 0..32 {
 #[fentry]
 pub fn fentry_socketcall(_ctx: FEntryContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if missed_entry_counts(pid_tgid) {
+    if armed_and_traced(pid_tgid) {
         count_drop(DropReason::Ia32Socketcall);
     }
     0

@@ -74,10 +74,10 @@ pub(crate) fn begin_call(pid_tgid: u64, process: u32, compat_entry: SlotEntry) {
     reset_off_cpu(pid_tgid as u32);
 }
 
-/// Whether an exit without an entry is a lost call: every program is attached (`ARMED`) and
-/// the thread's process is traced.
+/// Whether every program is attached (`ARMED`) and the thread's process is traced: then an
+/// exit without an entry is a lost call, and a 32-bit socketcall one not timed.
 #[inline(always)]
-pub(crate) fn missed_entry_counts(pid_tgid: u64) -> bool {
+pub(crate) fn armed_and_traced(pid_tgid: u64) -> bool {
     ARMED.get(0).is_some_and(|&armed| armed != 0)
         && traced_process((pid_tgid >> 32) as u32).is_some()
 }
@@ -111,7 +111,7 @@ pub fn syscall_exit(ctx: TracePointContext) -> u32 {
     let nr = field::<4>(&ctx, layout(&LAYOUT.sys_exit_nr)) as u32 as i32;
     if start.start_ns == 0 {
         // Untraced, or traced but its entry was missed (in flight when tracing began).
-        if missed_entry_counts(pid_tgid) {
+        if armed_and_traced(pid_tgid) {
             let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
             let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
             count_missing_start(entry, ret);

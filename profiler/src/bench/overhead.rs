@@ -274,29 +274,6 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
     rows
 }
 
-/// Why fentry cannot be measured here (a locked-down kernel refuses it), or `None`.
-fn fentry_refused(close: &[Syscall]) -> Option<String> {
-    let config = SessionConfig {
-        programs: Programs::Empty(AttachPoint::Fentry),
-        compat: false,
-        ..SessionConfig::new(close.to_vec(), Target::Processes(vec![std::process::id()]))
-    };
-    Session::start(&config).err().map(|e| {
-        let text = e.to_string();
-        let line = text.lines().next().unwrap_or_default();
-        let line = line.trim_end_matches("; verifier log tail:");
-        match crate::bpf::environment::lockdown_mode().as_deref() {
-            Some(mode @ ("integrity" | "confidentiality")) => {
-                format!("the kernel is locked down ({mode}): {line}")
-            }
-            _ if line.contains("Operation not permitted") => {
-                format!("{line} (a kernel locked down for integrity refuses fentry)")
-            }
-            _ => line.to_owned(),
-        }
-    })
-}
-
 /// Runs the benchmark and prints its tables.
 pub fn run(args: &OverheadArgs) -> Result<()> {
     let results = measure(args)?;
@@ -311,7 +288,7 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     if !bpftrace && !args.no_bpftrace {
         crate::errln!("bpftrace is not installed: its row is left out (apt-get install bpftrace)");
     }
-    let fentry_refused = fentry_refused(&close);
+    let fentry_refused = crate::bpf::fentry_refused();
     if let Some(why) = &fentry_refused {
         crate::errln!("fentry is not measured here: {why}");
     }

@@ -104,15 +104,27 @@ pub enum Link {
 macro_rules! loaded {
     ($ebpf:expr, $name:expr, $kind:ty) => {{
         let name = $name;
-        let program: &mut $kind = $ebpf
-            .program_mut(name)
-            .ok_or_else(|| missing_program(name))?
-            .try_into()
-            .map_err(|e| SetupError::bpf(format!("program {name}"), e))?;
+        let program: &mut $kind = typed($ebpf, name)?;
         if program.fd().is_err() {
             program.load().map_err(|e| load_error(name, e))?;
         }
         program
+    }};
+}
+
+/// The same for the programs typed by the kernel's BTF, loaded for one `$target` (a BTF
+/// tracepoint's name, a function's), attached, their link wrapped in `$link`.
+macro_rules! btf_attached {
+    ($ebpf:expr, $name:expr, $kind:ty, $target:expr, $link:path, $failed:expr) => {{
+        let name = $name;
+        let program: &mut $kind = typed($ebpf, name)?;
+        if program.fd().is_err() {
+            program
+                .load($target, kernel_btf()?)
+                .map_err(|e| load_error(name, e))?;
+        }
+        let id = program.attach().map_err($failed)?;
+        program.take_link(id).map($link).map_err($failed)
     }};
 }
 
@@ -138,37 +150,18 @@ pub fn attach(ebpf: &mut Ebpf, program: &str, to: &AttachTo) -> Result<Link, Set
             p.take_link(id).map(Link::Raw).map_err(failed)
         }
         AttachTo::Btf { name } => {
-            let p: &mut BtfTracePoint = typed(ebpf, program)?;
-            if p.fd().is_err() {
-                p.load(name, kernel_btf()?)
-                    .map_err(|e| load_error(program, e))?;
-            }
-            let id = p.attach().map_err(failed)?;
-            p.take_link(id).map(Link::Btf).map_err(failed)
+            btf_attached!(ebpf, program, BtfTracePoint, name, Link::Btf, failed)
         }
         AttachTo::Fentry { function } => {
-            let p: &mut FEntry = typed(ebpf, program)?;
-            if p.fd().is_err() {
-                p.load(function, kernel_btf()?)
-                    .map_err(|e| load_error(program, e))?;
-            }
-            let id = p.attach().map_err(failed)?;
-            p.take_link(id).map(Link::Fentry).map_err(failed)
+            btf_attached!(ebpf, program, FEntry, function, Link::Fentry, failed)
         }
         AttachTo::Fexit { function } => {
-            let p: &mut FExit = typed(ebpf, program)?;
-            if p.fd().is_err() {
-                p.load(function, kernel_btf()?)
-                    .map_err(|e| load_error(program, e))?;
-            }
-            let id = p.attach().map_err(failed)?;
-            p.take_link(id).map(Link::Fexit).map_err(failed)
+            btf_attached!(ebpf, program, FExit, function, Link::Fexit, failed)
         }
     }
 }
 
-/// The program `name` of `ebpf` as a `T`, not loaded (programs typed by BTF are loaded with
-/// their target).
+/// The program `name` of `ebpf` as a `T`, not loaded yet.
 fn typed<'a, T>(ebpf: &'a mut Ebpf, name: &str) -> Result<&'a mut T, SetupError>
 where
     &'a mut T: TryFrom<&'a mut aya::programs::Program, Error = ProgramError>,

@@ -13,7 +13,10 @@ use std::sync::OnceLock;
 use aya::{Btf, BtfError};
 use aya_obj::btf::BtfKind;
 
-use super::{Syscall, syscall_entries};
+use super::{
+    Syscall,
+    syscall_entries::{IA32_ENTRIES, X64_ENTRIES, function_of},
+};
 
 /// How the user asked syscalls to be timed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -158,25 +161,19 @@ pub(super) fn kernel_btf() -> Result<&'static Btf, String> {
 pub(super) fn fentry_targets(syscalls: &[Syscall], compat: bool) -> Result<FentryTargets, String> {
     let btf = kernel_btf().map_err(|e| format!("the kernel's BTF could not be read ({e})"))?;
     let has = |function: &str| btf.id_by_type_name_kind(function, BtfKind::Func).is_ok();
-    let entry = |table: &[(u32, &'static str)], nr: u32| {
-        table
-            .iter()
-            .find(|&&(n, _)| n == nr)
-            .map(|&(_, function)| function)
-    };
     let mut targets = FentryTargets {
         x64: Vec::new(),
         ia32: Vec::new(),
         socketcall: None,
     };
     for s in syscalls {
-        let x64 = entry(syscall_entries::X64_ENTRIES, s.nr)
+        let x64 = function_of(X64_ENTRIES, s.nr)
             .filter(|f| has(f))
             .ok_or_else(|| format!("the kernel has no function for {} in its BTF", s.name))?;
         targets.x64.push(x64.to_owned());
         let ia32 = match s.ia32_nr {
             Some(nr) if compat => Some(
-                entry(syscall_entries::IA32_ENTRIES, nr)
+                function_of(IA32_ENTRIES, nr)
                     .filter(|f| has(f))
                     .ok_or_else(|| {
                         format!(
@@ -192,7 +189,7 @@ pub(super) fn fentry_targets(syscalls: &[Syscall], compat: bool) -> Result<Fentr
     }
     if compat && syscalls.iter().any(|s| s.ia32_nr.is_none()) {
         let socketcall = syscalls::x86::Sysno::socketcall.id() as u32;
-        let function = entry(syscall_entries::IA32_ENTRIES, socketcall)
+        let function = function_of(IA32_ENTRIES, socketcall)
             .filter(|f| has(f))
             .ok_or("the kernel has no 32-bit socketcall function in its BTF")?;
         targets.socketcall = Some(function.to_owned());
@@ -206,22 +203,12 @@ mod tests {
 
     #[test]
     fn the_tables_name_the_functions_32_bit_calls_really_enter() {
-        let ia32 = |nr| {
-            syscall_entries::IA32_ENTRIES
-                .iter()
-                .find(|&&(n, _)| n == nr)
-                .map(|&(_, f)| f)
-        };
+        let ia32 = |nr| function_of(IA32_ENTRIES, nr);
         assert_eq!(ia32(6), Some("__ia32_sys_close"));
         assert_eq!(ia32(180), Some("__ia32_sys_ia32_pread64"));
         assert_eq!(ia32(102), Some("__ia32_compat_sys_socketcall"));
         assert_eq!(ia32(17), None, "sys_ni_syscall is left out");
-        let x64 = |nr| {
-            syscall_entries::X64_ENTRIES
-                .iter()
-                .find(|&&(n, _)| n == nr)
-                .map(|&(_, f)| f)
-        };
+        let x64 = |nr| function_of(X64_ENTRIES, nr);
         assert_eq!(x64(3), Some("__x64_sys_close"));
         assert_eq!(x64(4), Some("__x64_sys_newstat"));
     }

@@ -938,15 +938,7 @@ impl Session {
                 }
                 Err(e) => {
                     attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
-                    let why = match environment::lockdown_mode().as_deref() {
-                        Some(mode @ ("integrity" | "confidentiality")) => {
-                            format!("the kernel is locked down ({mode}) and refused it")
-                        }
-                        _ if first_line(&e).contains("Operation not permitted") => {
-                            "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry)".to_owned()
-                        }
-                        _ => format!("the kernel refused it ({})", first_line(&e)),
-                    };
+                    let why = why_fentry_refused(&e);
                     if attach == SyscallAttach::Fentry {
                         return Err(SetupError::FentryUnavailable(why));
                     }
@@ -974,32 +966,23 @@ impl Session {
         Ok(())
     }
 
-    /// fentry/fexit on each slot's functions, exits first (as with the tracepoints).
+    /// fentry/fexit on each slot's functions.
     fn attach_fentry(&mut self, targets: &front::FentryTargets) -> Result<(), SetupError> {
-        let mut pairs: Vec<(String, String, &str)> = Vec::new();
         for (slot, function) in targets.x64.iter().enumerate() {
-            pairs.push((format!("fexit_{slot}"), format!("fentry_{slot}"), function));
+            self.attach_fentry_pair(
+                &format!("fentry_{slot}"),
+                &format!("fexit_{slot}"),
+                function,
+            )?;
         }
         for (slot, function) in targets.ia32.iter().enumerate() {
             if let Some(function) = function {
-                pairs.push((
-                    format!("fexit32_{slot}"),
-                    format!("fentry32_{slot}"),
+                self.attach_fentry_pair(
+                    &format!("fentry32_{slot}"),
+                    &format!("fexit32_{slot}"),
                     function,
-                ));
+                )?;
             }
-        }
-        for (exit, _, function) in &pairs {
-            let to = AttachTo::Fexit {
-                function: (*function).to_owned(),
-            };
-            self.attach(exit, &to)?;
-        }
-        for (_, enter, function) in &pairs {
-            let to = AttachTo::Fentry {
-                function: (*function).to_owned(),
-            };
-            self.attach(enter, &to)?;
         }
         if let Some(function) = &targets.socketcall {
             let to = AttachTo::Fentry {
@@ -1057,17 +1040,28 @@ impl Session {
             AttachPoint::Fentry => {
                 let targets = front::fentry_targets(&self.syscalls[..1], false)
                     .map_err(SetupError::FentryUnavailable)?;
-                let function = targets.x64[0].clone();
-                self.attach(
-                    exit,
-                    &AttachTo::Fexit {
-                        function: function.clone(),
-                    },
-                )?;
-                self.attach(enter, &AttachTo::Fentry { function })?;
+                self.attach_fentry_pair(enter, exit, &targets.x64[0])?;
             }
         }
         Ok(())
+    }
+
+    /// `enter` and `exit` on `function`'s entry and return, the exit first (as with the
+    /// tracepoints: a call that enters once `enter` is attached finds `exit` there).
+    fn attach_fentry_pair(
+        &mut self,
+        enter: &str,
+        exit: &str,
+        function: &str,
+    ) -> Result<(), SetupError> {
+        let function = function.to_owned();
+        self.attach(
+            exit,
+            &AttachTo::Fexit {
+                function: function.clone(),
+            },
+        )?;
+        self.attach(enter, &AttachTo::Fentry { function })
     }
 
     /// Forks followed, exits seen.
@@ -1208,9 +1202,7 @@ impl BpfStats {
         }
         Self { previous }
     }
-}
 
-impl BpfStats {
     /// Whether the kernel is timing program runs now.
     #[must_use]
     pub fn enabled() -> bool {
@@ -1236,9 +1228,40 @@ fn slot_entry(slot: usize, s: &Syscall) -> u32 {
     entry
 }
 
-/// An error's first line, without the verifier's log that may follow it.
-fn first_line(error: &SetupError) -> String {
+/// Why the kernel refused an fentry/fexit program, in one line (the verifier's log left out).
+fn why_fentry_refused(error: &SetupError) -> String {
+    if let SetupError::FentryUnavailable(why) = error {
+        return why.clone();
+    }
     let text = error.to_string();
     let line = text.lines().next().unwrap_or_default();
-    line.trim_end_matches("; verifier log tail:").to_owned()
+    let line = line.trim_end_matches("; verifier log tail:");
+    match environment::lockdown_mode().as_deref() {
+        Some(mode @ ("integrity" | "confidentiality")) => {
+            format!("the kernel is locked down ({mode}) and refused it")
+        }
+        _ if line.contains("Operation not permitted") => {
+            "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry)"
+                .to_owned()
+        }
+        _ => format!("the kernel refused it ({line})"),
+    }
+}
+
+/// Why this kernel will not run fentry/fexit programs, or `None` when it does: empty ones are
+/// loaded and attached to close's function (`profiler bench overhead` and the tests ask).
+#[must_use]
+pub fn fentry_refused() -> Option<String> {
+    let close = match Syscall::resolve("close") {
+        Ok(close) => close,
+        Err(e) => return Some(e.to_string()),
+    };
+    let config = SessionConfig {
+        programs: Programs::Empty(AttachPoint::Fentry),
+        compat: false,
+        ..SessionConfig::new(vec![close], Target::Processes(vec![std::process::id()]))
+    };
+    Session::start(&config)
+        .err()
+        .map(|e| why_fentry_refused(&e))
 }

@@ -806,3 +806,11 @@ pub(super) const IA32_ENTRIES: &[(u32, &str)] = &[
     (461, "__ia32_sys_lsm_list_modules"),
     (462, "__ia32_sys_mseal"),
 ];
+
+/// The function `table` enters for syscall number `nr`, if it has one.
+pub(super) fn function_of(table: &[(u32, &'static str)], nr: u32) -> Option<&'static str> {
+    table
+        .iter()
+        .find(|&&(n, _)| n == nr)
+        .map(|&(_, function)| function)
+}

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use super::{
     Experiment, RunOptions,
-    model::{RunKind, RunResult, ScenarioResult, Variant, VariantResult, merge_histograms},
+    model::{
+        ProgramCost, RunKind, RunResult, ScenarioResult, Variant, VariantResult, merge_histograms,
+    },
 };
 use crate::{
     export::Metadata,
@@ -915,27 +917,18 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
             .collect();
         names.sort_unstable();
         names.dedup();
-        let per_request = |r: &RunResult, f: &dyn Fn(&super::model::ProgramCost) -> f64| {
-            r.programs.iter().map(f).sum::<f64>() / r.requests_finished() as f64
+        // Per run, the sum of `pick` over its programs per finished request; a median over runs.
+        let per_request = |r: &RunResult, pick: &dyn Fn(&ProgramCost) -> f64| {
+            r.programs.iter().map(pick).sum::<f64>() / r.requests_finished() as f64
         };
+        let over_runs =
+            |f: &dyn Fn(&RunResult) -> f64| median(&runs.iter().map(|r| f(r)).collect::<Vec<_>>());
         for name in &names {
-            let of = |f: &dyn Fn(&super::model::ProgramCost) -> f64| {
-                median(
-                    &runs
-                        .iter()
-                        .map(|r| {
-                            r.programs
-                                .iter()
-                                .filter(|p| p.name == *name)
-                                .map(f)
-                                .sum::<f64>()
-                                / r.requests_finished() as f64
-                        })
-                        .collect::<Vec<_>>(),
-                )
+            let of = |value: fn(&ProgramCost) -> f64| {
+                over_runs(&|r| per_request(r, &|p| if p.name == *name { value(p) } else { 0.0 }))
             };
-            let runs_per_req = of(&|p| p.runs as f64);
-            let ns_per_req = of(&|p| p.ns as f64);
+            let runs_per_req = of(|p| p.runs as f64);
+            let ns_per_req = of(|p| p.ns as f64);
             table.row([
                 v.variant.to_string(),
                 (*name).to_owned(),
@@ -946,38 +939,27 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
         }
         // The syscall programs run for the load generator's calls too (early exits): the
         // server's share is its own traced calls at the programs' mean cost per call.
-        let is_sched = |p: &super::model::ProgramCost| p.name.contains("sched_");
-        let server_calls = median(
-            &runs
+        // The sched programs run at every switch of the machine, the raw compat ones (32-bit
+        // timing on the tracepoints) at every syscall: neither per traced call.
+        let machine_wide =
+            |p: &ProgramCost| p.name.contains("sched_") || p.name.starts_with("compat_");
+        let server_calls = over_runs(&|r| {
+            r.syscalls.syscalls.iter().map(|s| s.calls).sum::<u64>() as f64
+                / r.requests_finished() as f64
+        });
+        let per_call = over_runs(&|r| {
+            let (runs, ns) = r
+                .programs
                 .iter()
-                .map(|r| {
-                    r.syscalls.syscalls.iter().map(|s| s.calls).sum::<u64>() as f64
-                        / r.requests_finished() as f64
+                .filter(|p| {
+                    !machine_wide(p) && p.name != "process_exit" && p.name != "task_newtask"
                 })
-                .collect::<Vec<_>>(),
-        );
-        let per_call = median(
-            &runs
-                .iter()
-                .map(|r| {
-                    let (runs, ns) = r
-                        .programs
-                        .iter()
-                        .filter(|p| {
-                            !is_sched(p) && p.name != "process_exit" && p.name != "task_newtask"
-                        })
-                        .fold((0, 0), |(runs, ns), p| (runs + p.runs, ns + p.ns));
-                    // An enter and an exit run per call.
-                    2.0 * ns as f64 / runs.max(1) as f64
-                })
-                .collect::<Vec<_>>(),
-        );
-        let sched = median(
-            &runs
-                .iter()
-                .map(|r| per_request(r, &|p| if is_sched(p) { p.ns as f64 } else { 0.0 }))
-                .collect::<Vec<_>>(),
-        );
+                .fold((0, 0), |(runs, ns), p| (runs + p.runs, ns + p.ns));
+            // An enter and an exit run per call.
+            2.0 * ns as f64 / runs.max(1) as f64
+        });
+        let machine =
+            over_runs(&|r| per_request(r, &|p| if machine_wide(p) { p.ns as f64 } else { 0.0 }));
         let server_share = server_calls * per_call;
         let mut total_row = |what: String, ns: f64| {
             table.row([
@@ -995,8 +977,8 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
             server_share,
         );
         total_row(
-            "sched programs (every switch of the machine)".to_owned(),
-            sched,
+            "machine-wide programs (sched at every switch, compat at every syscall)".to_owned(),
+            machine,
         );
         if let Some((of_ns, to_ns)) = v
             .paired_change(RunKind::Profiled, RunKind::Baseline)
@@ -1006,7 +988,7 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
             total_row("server CPU added (profiled - baseline)".to_owned(), added);
             total_row(
                 "left: around the programs".to_owned(),
-                added - server_share - sched,
+                added - server_share - machine,
             );
         }
     }
@@ -1017,7 +999,7 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
         "Where the profiling cost goes (--explain-cost: the kernel's own program statistics, medians over the profiled runs)",
         table,
     );
-    section.notes.push("Runs and ns per request of each attached program over the measured window, as the kernel counts them (kernel.bpf_stats_enabled; each figure includes the statistics' own two clock reads). Syscall programs run in the caller's context: the server's calls, and the load generator's calls of the traced syscalls, whose programs exit early (fentry_N/fexit_N time slot N's syscall), so the server's share is its own traced calls per request (from the kernel's table) at the programs' mean cost per call, an estimate on the low side (early exits are cheaper); sched programs run at every context switch of the machine, the load generator's included (counted whole: a bound from above). With --baseline, the server CPU added is the profiled runs' median on-CPU time per request minus the baseline runs'; what is left is the kernel's work around the programs: the syscall tracepoints' slow path on every syscall of the server (or the fentry trampolines), the records built for the tracepoints, and the cache lines the programs and their maps take from the server's own work.".to_owned());
+    section.notes.push("Runs and ns per request of each attached program over the measured window, as the kernel counts them (kernel.bpf_stats_enabled; each figure includes the statistics' own two clock reads). Syscall programs run in the caller's context: the server's calls, and the load generator's calls of the traced syscalls, whose programs exit early (fentry_N/fexit_N time slot N's syscall), so the server's share is its own traced calls per request (from the kernel's table) at the programs' mean cost per call, an estimate on the low side (early exits are cheaper); sched programs run at every context switch of the machine and the raw compat programs (32-bit timing on the tracepoint front end) at every syscall, the load generator's included (counted whole: a bound from above). With --baseline, the server CPU added is the profiled runs' median on-CPU time per request minus the baseline runs'; what is left is the kernel's work around the programs: the syscall tracepoints' slow path on every syscall of the server (or the fentry trampolines), the records built for the tracepoints, and the cache lines the programs and their maps take from the server's own work.".to_owned());
     Some(section)
 }
 
