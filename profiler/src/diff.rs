@@ -17,12 +17,13 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     export::{Metadata, SCHEMA_VERSION, atomic::write_atomic},
+    inference::{Estimate, Verdict, holm},
     report::{
         document::{Document, Part, Section},
         table::Table,
         units::duration_ns,
     },
-    samples::{MedianInterval, median},
+    samples::median,
 };
 
 /// `profiler diff` options.
@@ -46,6 +47,10 @@ pub struct DiffArgs {
     /// Write the comparison as one self-contained HTML page.
     #[arg(long, value_name = "FILE")]
     pub export_html: Option<PathBuf>,
+    /// The equivalence margin: a figure whose interval lies within ±this is "the same within"
+    /// it (e.g. 2% or 0.5%).
+    #[arg(long, default_value = "2%", value_parser = crate::parse::parse_percent)]
+    pub equivalence: f64,
 }
 
 /// What `diff` reads of a saved run: the subset of the JSON export it compares.
@@ -56,6 +61,9 @@ struct Saved {
     partial: bool,
     metadata: Metadata,
     measurements: Vec<SavedMeasurement>,
+    /// The measurements as written, to tell two identical files.
+    #[serde(skip)]
+    raw: serde_json::Value,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,11 +150,13 @@ pub struct Change {
     pub a: f64,
     /// Median over B's runs.
     pub b: f64,
-    /// (b − a) / a in %, with its 95% interval when both sides have two runs or more.
+    /// (b − a) / a in %, of the medians.
     pub change_pct: f64,
-    /// The interval (from the runs of each side, resampled independently).
-    pub interval: Option<MedianInterval>,
-    /// "higher", "lower", "within noise", or "no interval (N runs)".
+    /// The Hodges-Lehmann shift with its Mann-Whitney interval (independent samples), where
+    /// both sides have runs; its interval where they have enough for 95%.
+    pub estimate: Option<Estimate>,
+    /// The verdict: higher, lower (Holm's correction over every figure of the diff), the same
+    /// within the margin, or undecided with the reason; "identical" for identical files.
     pub verdict: String,
 }
 
@@ -179,7 +189,7 @@ pub fn main(args: &DiffArgs) -> Result<i32> {
     }
     let a = load(&args.a)?;
     let b = load(&args.b)?;
-    let diff = compare(&args.a, &a, &args.b, &b);
+    let diff = compare(&args.a, &a, &args.b, &b, args.equivalence);
     let text = diff.report.to_text();
     let to_stdout = [&args.export_json, &args.export_md, &args.export_html]
         .into_iter()
@@ -237,8 +247,13 @@ fn load(path: &Path) -> Result<Saved> {
         ),
         Some(_) => {}
     }
-    let saved: Saved = serde_json::from_value(value)
+    let raw = value
+        .get("measurements")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let mut saved: Saved = serde_json::from_value(value)
         .with_context(|| format!("{} does not have the export's shape", path.display()))?;
+    saved.raw = raw;
     debug_assert_eq!(saved.schema_version, SCHEMA_VERSION);
     if saved.measurements.is_empty() {
         bail!("{} has no measurements", path.display());
@@ -295,7 +310,7 @@ impl<'a> Side<'a> {
 type SyscallFigure = fn(&SavedSyscall) -> Option<f64>;
 
 /// Compares B with A.
-fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
+fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved, margin: f64) -> Diff {
     // Two machines, one CPU set each (all 4 cores against all 20): their cells are the same
     // experiment, compared as "A→B" rather than left unmatched.
     let sets = |saved: &Saved| -> BTreeSet<Option<String>> {
@@ -351,10 +366,13 @@ fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
                 load.push(change);
             }
         }
+        // Syscalls with calls on at least one side: the others have nothing to compare.
         let names: BTreeSet<&str> = ra
             .iter()
             .chain(&rb)
-            .flat_map(|m| m.syscalls.iter().map(|s| s.name.as_str()))
+            .flat_map(|m| m.syscalls.iter())
+            .filter(|s| s.calls > 0)
+            .map(|s| s.name.as_str())
             .collect();
         for name in names {
             let values = |runs: &[&SavedMeasurement], f: SyscallFigure| {
@@ -376,6 +394,8 @@ fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
             }
         }
     }
+    let identical = a.raw == b.raw;
+    judge(&mut load, &mut syscalls, identical, margin);
     let metadata_differences = metadata_differences(&a.metadata, &b.metadata);
     let mut diff = Diff {
         files: (a_path.display().to_string(), b_path.display().to_string()),
@@ -394,7 +414,8 @@ fn compare(a_path: &Path, a: &Saved, b_path: &Path, b: &Saved) -> Diff {
     diff
 }
 
-/// B's change against A for one figure, `None` when a side has no value.
+/// B's change against A for one figure, `None` when a side has no value; its verdict comes
+/// from [`judge`], over all figures together.
 fn change(
     cell: &Cell,
     syscall: Option<&str>,
@@ -406,17 +427,10 @@ fn change(
         return None;
     }
     let (ma, mb) = (median(a), median(b));
-    let interval = MedianInterval::of_change(a, b);
     let change_pct = if ma == 0.0 {
         f64::NAN
     } else {
         100.0 * (mb / ma - 1.0)
-    };
-    let verdict = match &interval {
-        None => format!("no interval ({} and {} runs)", a.len(), b.len()),
-        Some(i) if i.within_noise() => "within noise".to_owned(),
-        Some(i) if i.median > 0.0 => "higher".to_owned(),
-        Some(_) => "lower".to_owned(),
     };
     Some(Change {
         cell: cell.clone(),
@@ -426,9 +440,55 @@ fn change(
         a: ma,
         b: mb,
         change_pct,
-        interval,
-        verdict,
+        estimate: Estimate::shift(a, b),
+        verdict: String::new(),
     })
+}
+
+/// Every figure's verdict. A diff compares dozens of figures: "higher" or "lower" only where
+/// Holm's correction over all of them rejects "no change" at 5% (so the chance that any of
+/// them is wrong stays at most 5%) and the interval excludes 0; "the same within" the margin
+/// where the interval lies inside it; else undecided, with why.
+fn judge(load: &mut [Change], syscalls: &mut [Change], identical: bool, margin: f64) {
+    let all: Vec<&mut Change> = load.iter_mut().chain(syscalls.iter_mut()).collect();
+    let p_values: Vec<f64> = all
+        .iter()
+        .map(|c| {
+            c.estimate
+                .filter(|e| e.interval.is_some())
+                .map_or(1.0, |e| e.p_value)
+        })
+        .collect();
+    let rejected = holm(&p_values, 1.0 - crate::inference::TARGET_LEVEL);
+    for (c, rejected) in all.into_iter().zip(rejected) {
+        c.verdict = if identical {
+            "identical".to_owned()
+        } else {
+            match &c.estimate {
+                None => "undecided: no value to compare".to_owned(),
+                Some(e) if e.interval.is_none() => {
+                    if c.runs.0 < 2 || c.runs.1 < 2 {
+                        format!(
+                            "undecided: {} and {} measurement(s) have no spread to judge by",
+                            c.runs.0, c.runs.1
+                        )
+                    } else {
+                        format!(
+                            "undecided: {} and {} runs cannot give a 95% interval (4 each can)",
+                            c.runs.0, c.runs.1
+                        )
+                    }
+                }
+                Some(e) => match Verdict::of(e, margin, "runs") {
+                    Verdict::Higher | Verdict::Lower if !rejected => format!(
+                        "undecided: not beyond noise once {} figures are weighed together (Holm)",
+                        p_values.len()
+                    ),
+                    v => v.words("higher", "lower"),
+                },
+            }
+        };
+    }
 }
 
 /// The metadata fields whose values differ, settings included (absent: "—").
@@ -473,6 +533,7 @@ fn document(diff: &Diff, a_partial: bool, b_partial: bool) -> Document {
         notes: Vec::new(),
         sections: Vec::new(),
     };
+    part.sections.push(verdict_section(diff));
     for (partial, name) in [(a_partial, "A"), (b_partial, "B")] {
         if partial {
             part.notes.push(format!(
@@ -498,10 +559,10 @@ fn document(diff: &Diff, a_partial: bool, b_partial: bool) -> Document {
         "calls_per_request" => format!("{v:.2}"),
         _ => duration_ns(v),
     };
-    let change_cell = |c: &Change| match &c.interval {
-        Some(i) => format!("{:+.1}% [{:+.1}, {:+.1}]", i.median, i.low, i.high),
-        None if c.change_pct.is_finite() => format!("{:+.1}%", c.change_pct),
-        None => "—".to_owned(),
+    let change_cell = |c: &Change| match &c.estimate {
+        Some(e) if e.interval.is_some() => e.cell("runs"),
+        _ if c.change_pct.is_finite() => format!("{:+.1}%", c.change_pct),
+        _ => "—".to_owned(),
     };
     let mut load = Table::new([
         "cell",
@@ -509,7 +570,7 @@ fn document(diff: &Diff, a_partial: bool, b_partial: bool) -> Document {
         "runs A/B",
         "A",
         "B",
-        "B against A [95% CI]",
+        "B against A [interval] (level, runs)",
         "verdict",
     ]);
     for c in &diff.load {
@@ -537,7 +598,7 @@ fn document(diff: &Diff, a_partial: bool, b_partial: bool) -> Document {
         "runs A/B",
         "A",
         "B",
-        "B against A [95% CI]",
+        "B against A [interval] (level, runs)",
         "verdict",
     ]);
     for c in &diff.syscalls {
@@ -569,8 +630,51 @@ fn document(diff: &Diff, a_partial: bool, b_partial: bool) -> Document {
     Document { parts: vec![part] }
 }
 
+/// The answer first: how many figures changed, and which.
+fn verdict_section(diff: &Diff) -> Section {
+    let all: Vec<&Change> = diff.load.iter().chain(&diff.syscalls).collect();
+    let mut section = Section {
+        title: "Verdicts: B against A".to_owned(),
+        ..Section::default()
+    };
+    if all.iter().any(|c| c.verdict == "identical") {
+        section
+            .notes
+            .push("A and B hold identical measurements: nothing changed.".to_owned());
+        return section;
+    }
+    let count = |word: &str| all.iter().filter(|c| c.verdict.starts_with(word)).count();
+    section.notes.push(format!(
+        "{} figures compared: {} higher, {} lower, {} the same within the margin, {} undecided (each with why below; Holm's correction over all of them keeps the chance of any wrong \"higher\" or \"lower\" at most 5%).",
+        all.len(),
+        count("higher"),
+        count("lower"),
+        count("same"),
+        count("undecided")
+    ));
+    let mut table = Table::new(["cell", "figure", "B against A", "verdict"]);
+    for c in all
+        .iter()
+        .filter(|c| c.verdict == "higher" || c.verdict == "lower")
+    {
+        table.row([
+            c.cell.label(),
+            match &c.syscall {
+                Some(name) => format!("{name} {}", c.figure),
+                None => c.figure.clone(),
+            },
+            c.estimate.map_or("—".to_owned(), |e| e.cell("runs")),
+            c.verdict.clone(),
+        ]);
+    }
+    if !table.is_empty() {
+        section.table = Some(table);
+    }
+    section
+}
+
 /// How the changes are computed, under the syscall table.
-const INTERVAL_NOTE: &str = "Each figure is the median over a side's runs (an attach file has one measurement). A change is B's median against A's, in % of A's; with two runs or more on each side, its 95% interval comes from 10000 bootstrap resamples of each side's runs (independent samples: runs on two machines are not pairs), and the verdict is \"within noise\" when the interval contains 0. Per-call p50 and p99 are each run's kernel histogram percentiles (within 1/64).";
+const INTERVAL_NOTE: &str = "Each figure is the median over a side's runs (an attach file has one measurement). A change is B against A in %: the Hodges-Lehmann shift of the logarithms of the two sides' runs, with the Mann-Whitney interval from the exact distribution of U (independent samples: runs on two machines are not pairs) and the level it achieves; 3 runs a side cannot reach 95%, 4 can. \"higher\"/\"lower\" only where Holm's correction over every figure of the diff rejects \"no change\"; \"same within\" the margin (--equivalence) where the interval lies inside it. Syscalls with no calls on either side are left out. Per-call p50 and p99 are each run's kernel histogram percentiles (within 1/64).";
 
 fn html_page(diff: &Diff) -> String {
     format!(

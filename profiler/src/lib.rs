@@ -4,6 +4,8 @@
 //! - [`bpf`]: loads the kernel programs (`profiler-ebpf`), configures and reads them.
 //! - [`stats`]: the merged measurements every report and export reads.
 //! - [`samples`]: median, spread, outliers and Gini over repeated measurements.
+//! - [`inference`]: what repeated runs allow a report to conclude: intervals with the level
+//!   they achieve, the sequential design of `run`, verdicts.
 //! - [`cpus`]: CPU lists, the CPUs this process may use, pinning (the `cpuset` crate, shared
 //!   with `c2c`).
 //! - [`cgroup`]: the cgroups `--cgroup` names, as the ids the kernel compares.
@@ -30,6 +32,7 @@ pub mod diff;
 pub use cpuset as cpus;
 pub mod error;
 pub mod export;
+pub mod inference;
 pub mod loadgen;
 pub mod output;
 pub mod parse;

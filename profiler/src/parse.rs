@@ -42,6 +42,17 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
 }
 
+/// "2%", "2" or "0.5%": a margin in %, positive and below 100.
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not a margin: give a percentage above 0 and below 100, e.g. 2% or 0.5%"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! Summary statistics of small samples, the one home of every figure a report derives from
 //! repeated measurements: median, spread (mean, sample standard deviation, range), the MAD
-//! outlier rule and the Gini coefficient. (The kernel's own counters live in [`crate::stats`].)
+//! outlier rule and the Gini coefficient. (The kernel's own counters live in [`crate::stats`];
+//! intervals and verdicts in [`crate::inference`].)
 
 use serde::Serialize;
 
@@ -111,111 +112,6 @@ pub fn gini(values: &[u64]) -> f64 {
     (2.0 * weighted) / (n as f64 * total as f64) - (n as f64 + 1.0) / n as f64
 }
 
-/// Resamples behind every [`MedianInterval`].
-pub const BOOTSTRAP_RESAMPLES: usize = 10_000;
-
-/// A median with its 95% bootstrap percentile interval: the 2.5th and 97.5th percentiles of the
-/// medians of [`BOOTSTRAP_RESAMPLES`] resamples (with replacement, fixed seed: the same data
-/// give the same interval). With 5 values or fewer the interval is their range; with one value
-/// it is that value.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
-pub struct MedianInterval {
-    /// How many values.
-    pub n: usize,
-    /// Their median.
-    pub median: f64,
-    /// Lower end of the 95% interval.
-    pub low: f64,
-    /// Upper end.
-    pub high: f64,
-}
-
-impl MedianInterval {
-    /// The interval of `values`; `None` when there are none (or one is not finite).
-    #[must_use]
-    pub fn of(values: &[f64]) -> Option<Self> {
-        if values.is_empty() || values.iter().any(|v| !v.is_finite()) {
-            return None;
-        }
-        let n = values.len();
-        let mut next = resample_stream(n as u64);
-        let mut resample = vec![0.0; n];
-        let mut medians: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
-            .map(|_| {
-                for slot in &mut resample {
-                    *slot = values[(next() % n as u64) as usize];
-                }
-                median(&resample)
-            })
-            .collect();
-        medians.sort_by(f64::total_cmp);
-        let at = |q: f64| medians[((q * (BOOTSTRAP_RESAMPLES - 1) as f64).round()) as usize];
-        Some(Self {
-            n,
-            median: median(values),
-            low: at(0.025),
-            high: at(0.975),
-        })
-    }
-
-    /// The change of `b`'s median against `a`'s, in % of `a`'s, for two independent samples
-    /// (two machines, two builds: no pairs): its 95% interval from [`BOOTSTRAP_RESAMPLES`]
-    /// resamples of each side (fixed seed). `None` when a side has fewer than two values (no
-    /// spread to judge by), a value is not finite, or `a`'s median is 0.
-    #[must_use]
-    pub fn of_change(a: &[f64], b: &[f64]) -> Option<Self> {
-        let finite = |v: &[f64]| v.len() >= 2 && v.iter().all(|x| x.is_finite());
-        let base = median(a);
-        if !finite(a) || !finite(b) || base == 0.0 {
-            return None;
-        }
-        let mut next = resample_stream((a.len() * 1000 + b.len()) as u64);
-        let (mut ra, mut rb) = (vec![0.0; a.len()], vec![0.0; b.len()]);
-        let mut changes: Vec<f64> = (0..BOOTSTRAP_RESAMPLES)
-            .filter_map(|_| {
-                for slot in &mut ra {
-                    *slot = a[(next() % a.len() as u64) as usize];
-                }
-                for slot in &mut rb {
-                    *slot = b[(next() % b.len() as u64) as usize];
-                }
-                let base = median(&ra);
-                (base != 0.0).then(|| 100.0 * (median(&rb) / base - 1.0))
-            })
-            .collect();
-        if changes.is_empty() {
-            return None;
-        }
-        changes.sort_by(f64::total_cmp);
-        let at = |q: f64| changes[((q * (changes.len() - 1) as f64).round()) as usize];
-        Some(Self {
-            n: a.len().min(b.len()),
-            median: 100.0 * (median(b) / base - 1.0),
-            low: at(0.025),
-            high: at(0.975),
-        })
-    }
-
-    /// Whether the interval contains 0: no change that the noise could not explain.
-    #[must_use]
-    pub fn within_noise(&self) -> bool {
-        self.low <= 0.0 && self.high >= 0.0
-    }
-}
-
-/// splitmix64: a fixed, dependency-free stream of resample indexes, seeded by the sample's shape
-/// (the same data give the same interval).
-fn resample_stream(seed: u64) -> impl FnMut() -> u64 {
-    let mut state = 0x9E37_79B9_7F4A_7C15_u64 ^ seed;
-    move || {
-        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = state;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-}
-
 #[cfg(test)]
 #[expect(
     clippy::float_cmp,
@@ -223,37 +119,6 @@ fn resample_stream(seed: u64) -> impl FnMut() -> u64 {
 )]
 mod tests {
     use super::*;
-
-    #[test]
-    fn median_intervals_cover_the_median_and_say_when_zero_is_inside() {
-        let tight = MedianInterval::of(&[-2.1, -1.9, -2.0, -2.2, -1.8, -2.05, -1.95]).unwrap();
-        assert_eq!((tight.n, tight.median), (7, -2.0));
-        assert!(tight.low <= -2.0 && tight.high >= -2.0 && tight.high < 0.0);
-        assert!(!tight.within_noise());
-        // Few values: the interval is their range.
-        let few = MedianInterval::of(&[-3.0, 1.0, 0.5]).unwrap();
-        assert_eq!((few.low, few.median, few.high), (-3.0, 0.5, 1.0));
-        assert!(few.within_noise());
-        let one = MedianInterval::of(&[4.0]).unwrap();
-        assert_eq!((one.low, one.high), (4.0, 4.0));
-        assert_eq!(MedianInterval::of(&[]), None);
-        assert_eq!(MedianInterval::of(&[1.0, f64::NAN]), None);
-        // Two independent samples: B 10% above A, clearly; and two that overlap.
-        let a = [100.0, 101.0, 99.0, 100.5, 99.5];
-        let faster = MedianInterval::of_change(&a, &[110.0, 111.0, 109.0, 110.5, 109.5]).unwrap();
-        assert!((faster.median - 10.0).abs() < 1e-9);
-        assert!(faster.low > 5.0 && faster.high < 15.0, "{faster:?}");
-        let same = MedianInterval::of_change(&a, &[99.0, 101.5, 100.0, 98.5, 101.0]).unwrap();
-        assert!(same.within_noise(), "{same:?}");
-        assert_eq!(
-            MedianInterval::of_change(&a, &[120.0]),
-            None,
-            "one run: no interval"
-        );
-        // The same values, the same interval.
-        let again = MedianInterval::of(&[-2.1, -1.9, -2.0, -2.2, -1.8, -2.05, -1.95]).unwrap();
-        assert_eq!(tight, again);
-    }
 
     #[test]
     fn the_reference_lt_pure_run_1_is_an_outlier() {

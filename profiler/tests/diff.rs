@@ -27,27 +27,34 @@ fn diff(args: &[&Path]) -> std::process::Output {
 }
 
 /// Sets et's QPS run by run to `qps` (the fixture's runs spread too widely for a 25% change
-/// to stand out of three).
-fn set_et_qps(data: &mut ExportData, qps: [f64; 3]) {
+/// to stand out).
+fn set_et_qps(data: &mut ExportData, qps: &[f64]) {
     let runs = data
         .measurements
         .iter_mut()
         .filter(|m| m.variant.as_deref() == Some("et") && m.run.is_some());
-    for (m, value) in runs.zip(qps) {
+    for (m, &value) in runs.zip(qps) {
         m.load.as_mut().unwrap().qps = value;
     }
 }
 
-/// B is A with et's QPS 25% higher in every run and another kernel: the diff names the kernel,
-/// calls et's QPS higher with an interval around +25%, and lt's (the same data) within noise;
-/// its JSON carries the same numbers, every syscall of every cell compared.
+/// B is A with et's QPS 25% higher in every run and another kernel: the diff opens with the
+/// verdicts, names the kernel, calls et's QPS higher with an interval around +25% (8 runs a
+/// side: enough to stand out of Holm's correction over all 38 figures), and lt's (the same
+/// data) neither higher nor lower; its JSON carries the same numbers, every syscall of every
+/// cell compared.
 #[test]
 fn diff_finds_a_known_change_and_names_what_differs() {
     let dir = common::scratch("diff", "known");
-    let mut a = run_data(&Shape::small());
-    set_et_qps(&mut a, [1000.0, 1010.0, 990.0]);
-    let mut b = run_data(&Shape::small());
-    set_et_qps(&mut b, [1250.0, 1262.5, 1237.5]);
+    let shape = Shape {
+        runs: 8,
+        ..Shape::small()
+    };
+    let qps = [1000.0, 1010.0, 990.0, 1005.0, 995.0, 1002.0, 998.0, 1008.0];
+    let mut a = run_data(&shape);
+    set_et_qps(&mut a, &qps);
+    let mut b = run_data(&shape);
+    set_et_qps(&mut b, &qps.map(|q| q * 1.25));
     b.metadata.kernel = "6.1.0-test".into();
     let (pa, pb, pj) = (dir.join("a.json"), dir.join("b.json"), dir.join("d.json"));
     save(&a, &pa);
@@ -76,12 +83,21 @@ fn diff_finds_a_known_change_and_names_what_differs() {
     };
     let et = qps("et");
     assert_eq!(et["verdict"], "higher", "{et}");
-    assert_eq!(et["runs"], serde_json::json!([3, 3]));
+    assert_eq!(et["runs"], serde_json::json!([8, 8]));
     let change = et["change_pct"].as_f64().unwrap();
     assert!((change - 25.0).abs() < 1e-6, "{change}");
-    let interval = &et["interval"];
-    assert!(interval["low"].as_f64().unwrap() > 0.0, "{interval}");
-    assert_eq!(qps("lt")["verdict"], "within noise");
+    let interval = &et["estimate"]["interval"];
+    assert!(interval["low"].as_f64().unwrap() > 20.0, "{interval}");
+    assert!(interval["high"].as_f64().unwrap() < 30.0, "{interval}");
+    assert!(interval["level"].as_f64().unwrap() >= 0.95, "{interval}");
+    let lt = qps("lt")["verdict"].as_str().unwrap();
+    assert!(lt != "higher" && lt != "lower", "{lt}");
+    // The verdicts come first, before what differs.
+    let verdicts = stdout
+        .find("Verdicts: B against A")
+        .expect("a verdict section");
+    assert!(verdicts < stdout.find("What differs").unwrap(), "{stdout}");
+    assert!(stdout.contains("1 higher, 0 lower"), "{stdout}");
     assert!(
         stdout.lines().any(|l| l.contains("et, c=10")
             && l.contains("QPS")
@@ -202,11 +218,45 @@ fn diff_compares_two_real_attach_runs() {
         assert!(
             stdout.lines().any(|l| l.starts_with("attach")
                 && l.contains(syscall)
-                && l.contains("no interval (1 and 1 runs)")),
+                && l.contains("undecided: 1 and 1 measurement(s) have no spread to judge by")),
             "{syscall}: {stdout}"
         );
     }
     let markdown = std::fs::read_to_string(&md).unwrap();
     assert!(markdown.contains("### Syscalls: B against A"), "{markdown}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Two identical files: the diff says so first, and no figure is judged changed; the same run
+/// saved twice was called "lower -40.4%" by the bootstrap it replaced.
+#[test]
+fn diff_of_identical_files_says_they_are_identical() {
+    let dir = common::scratch("diff", "identical");
+    let a = dir.join("a.json");
+    save(&run_data(&Shape::small()), &a);
+    let b = dir.join("b.json");
+    std::fs::copy(&a, &b).unwrap();
+    let out = diff(&[&a, &b]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let first = stdout
+        .lines()
+        .find(|l| !l.trim().is_empty() && !l.starts_with("=="))
+        .unwrap();
+    assert!(first.starts_with("Verdicts: B against A"), "{stdout}");
+    assert!(
+        stdout.contains("A and B hold identical measurements: nothing changed."),
+        "{stdout}"
+    );
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.ends_with(" higher") || l.ends_with(" lower")),
+        "{stdout}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -34,6 +34,7 @@ use crate::{
     bpf::{
         AttachPoint, Programs, SchedAttach, Session, SessionConfig, Syscall, SyscallAttach, Target,
     },
+    inference::{Estimate, Method, TARGET_LEVEL},
     report::table::Table,
     samples::median,
 };
@@ -696,6 +697,11 @@ fn min_max(samples: &[f64]) -> String {
     format!("{lo:.0} … {hi:.0}")
 }
 
+/// Each value halved (two context switches, or two traced calls, per round trip).
+fn halves(values: &[f64]) -> Vec<f64> {
+    values.iter().map(|x| x / 2.0).collect()
+}
+
 /// Per-round `(row - baseline)`.
 fn round_added(row: &Measured, baseline: &Measured) -> Vec<f64> {
     row.samples
@@ -703,6 +709,64 @@ fn round_added(row: &Measured, baseline: &Measured) -> Vec<f64> {
         .zip(&baseline.samples)
         .map(|(x, b)| x - b)
         .collect()
+}
+
+/// A per-round figure with the sign test's interval over the rounds: "+151 ns [+120, +190]
+/// (96.9%, 9 rounds)"; "within noise: -12 ns [-40, +30] (…)" when the interval contains 0
+/// (noise is not a negative cost); "+151 ns (4 rounds: no 95% interval)" with too few rounds.
+fn ns_cell(per_round: &[f64]) -> String {
+    let Some(e) = Estimate::paired(per_round, 1.0 - TARGET_LEVEL, Method::SignTest, None) else {
+        return "not measurable".to_owned();
+    };
+    match e.interval {
+        None => format!("{:+.0} ns ({} rounds: no 95% interval)", e.median, e.n),
+        Some(i) => format!(
+            "{}{:+.0} ns [{:+.0}, {:+.0}] ({:.1}%, {} rounds)",
+            if e.contains_zero() {
+                "within noise: "
+            } else {
+                ""
+            },
+            e.median,
+            i.low,
+            i.high,
+            100.0 * i.level,
+            e.n
+        ),
+    }
+}
+
+/// A target on per-round values (ratios, or ns): "1.05 [0.98, 1.12] (96.9%, 9 rounds): met"
+/// when the whole interval is at or below `limit`, "not met" when it is wholly above,
+/// "undecided" when it straddles the limit or the rounds give no interval.
+fn target_cell(per_round: &[f64], limit: f64, unit: &str) -> String {
+    let Some(e) = Estimate::paired(per_round, 1.0 - TARGET_LEVEL, Method::SignTest, None) else {
+        return "not measurable".to_owned();
+    };
+    let decimals = usize::from(unit.is_empty()) * 2;
+    let v = |x: f64| format!("{x:.decimals$}{unit}");
+    match e.interval {
+        None => format!(
+            "{}: undecided ({} rounds cannot give a 95% interval)",
+            v(e.median),
+            e.n
+        ),
+        Some(i) => format!(
+            "{} [{}, {}] ({:.1}%, {} rounds): {}",
+            v(e.median),
+            v(i.low),
+            v(i.high),
+            100.0 * i.level,
+            e.n,
+            if i.high <= limit {
+                "met"
+            } else if i.low > limit {
+                "not met"
+            } else {
+                "undecided (the interval straddles the target)"
+            }
+        ),
+    }
 }
 
 /// The tables: ns per iteration (median over rounds), added ns, the ratios of added cost to the
@@ -770,35 +834,20 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     out.push_str(&table.render());
 
     // The targets.
-    out.push_str("\nTargets (medians of per-round ratios):\n");
+    out.push_str("\nTargets (medians of per-round figures, with the sign test's interval over the rounds and the level it achieves; met or not met only when the whole interval is on one side):\n");
     if let Some(profiler) = find(Config::Profiler, DupClose, Tracked::Me) {
-        let verdict = |value: f64, limit: f64| {
-            if value.is_nan() {
-                "not measurable".to_owned()
-            } else if value <= limit {
-                format!("{value:.2}: met")
-            } else {
-                format!("{value:.2}: not met")
-            }
-        };
-        let vs_timer = median(&round_ratios(profiler, timer, nothing));
         out.push_str(&format!(
             "  profiler's added cost ≤ 1.15 × the minimal timer's ......... {}\n",
-            verdict(vs_timer, 1.15)
+            target_cell(&round_ratios(profiler, timer, nothing), 1.15, "")
         ));
         if let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me) {
-            let more = median(&round_ratios(split, profiler, nothing)) - 1.0;
+            let more: Vec<f64> = round_ratios(split, profiler, nothing)
+                .iter()
+                .map(|r| 100.0 * (r - 1.0))
+                .collect();
             out.push_str(&format!(
                 "  --off-cpu adds ≤ 20% to the profiler's added cost per call ... {}\n",
-                if more.is_nan() {
-                    "not measurable".to_owned()
-                } else {
-                    format!(
-                        "{:+.0}%: {}",
-                        100.0 * more,
-                        if more <= 0.2 { "met" } else { "not met" }
-                    )
-                }
+                target_cell(&more, 20.0, "%")
             ));
         }
         if let (Some(with), Some(without)) = (
@@ -806,10 +855,10 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             find(Config::Profiler, Workload::PingPong, Tracked::Other),
         ) {
             // Two context switches per round trip.
-            let per_switch = median(&round_added(with, without)) / 2.0;
+            let per_switch: Vec<f64> = round_added(with, without).iter().map(|x| x / 2.0).collect();
             out.push_str(&format!(
-                "  --off-cpu costs ≤ 50 ns per context switch ................. {per_switch:+.0} ns: {} (pipe ping-pong on one CPU, {:.0} ns per round trip without it)\n",
-                if per_switch <= 50.0 { "met" } else { "not met" },
+                "  --off-cpu costs ≤ 50 ns per context switch ................. {} (pipe ping-pong on one CPU, {:.0} ns per round trip without it)\n",
+                target_cell(&per_switch, 50.0, " ns"),
                 without.median()
             ));
             if let Some(classic) = find(
@@ -818,23 +867,23 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 Tracked::Other,
             ) {
                 out.push_str(&format!(
-                    "    (the classic sched tracepoints, the fallback without BTF: {:+.0} ns per context switch)\n",
-                    median(&round_added(classic, without)) / 2.0
+                    "    (the classic sched tracepoints, the fallback without BTF: {} per context switch)\n",
+                    ns_cell(&halves(&round_added(classic, without)))
                 ));
             }
             if let (Some(empty), Some(nothing)) = (
                 find(Config::EmptySched, Workload::PingPong, Tracked::Other),
                 find(Config::Nothing, Workload::PingPong, Tracked::Other),
             ) {
-                let floor = median(&round_added(empty, nothing)) / 2.0;
                 let over: Vec<f64> = round_added(with, without)
                     .iter()
                     .zip(round_added(empty, nothing))
                     .map(|(ours, floor)| (ours - floor) / 2.0)
                     .collect();
                 out.push_str(&format!(
-                    "    of which the floor, empty programs on the same tracepoints: {floor:+.0} ns; the programs' own work over it: {:+.0} ns\n",
-                    median(&over)
+                    "    of which the floor, empty programs on the same tracepoints: {}; the programs' own work over it: {}\n",
+                    ns_cell(&halves(&round_added(empty, nothing))),
+                    ns_cell(&over)
                 ));
             }
         }
@@ -842,8 +891,8 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             && let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me)
         {
             out.push_str(&format!(
-                "  --slow 1s per call that stays on the CPU, over --off-cpu ..... {:+.0} ns\n",
-                median(&round_added(slow, split))
+                "  --slow 1s per call that stays on the CPU, over --off-cpu ..... {}\n",
+                ns_cell(&round_added(slow, split))
             ));
         }
         if let (Some(split), Some(slow), Some(every)) = (
@@ -853,20 +902,19 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         ) {
             // Two traced reads leave the CPU per round trip.
             out.push_str(&format!(
-                "  --slow 1s per traced call that leaves the CPU (its kernel stack) {:+.0} ns (traced pipe ping-pong, {:.0} ns per round trip with --off-cpu)\n",
-                median(&round_added(slow, split)) / 2.0,
+                "  --slow 1s per traced call that leaves the CPU (its kernel stack) {} (traced pipe ping-pong, {:.0} ns per round trip with --off-cpu)\n",
+                ns_cell(&halves(&round_added(slow, split))),
                 split.median()
             ));
             out.push_str(&format!(
-                "  --slow 1ns per recorded call (ring buffer, user stack, reading) {:+.0} ns\n",
-                median(&round_added(every, slow)) / 2.0
+                "  --slow 1ns per recorded call (ring buffer, user stack, reading) {}\n",
+                ns_cell(&halves(&round_added(every, slow)))
             ));
         }
         if let Some(bpftrace) = find(Config::Bpftrace, DupClose, Tracked::Me) {
-            let vs_bpftrace = median(&round_ratios(profiler, bpftrace, nothing));
             out.push_str(&format!(
                 "  profiler's added cost ≤ 0.5 × bpftrace's ................... {}\n",
-                verdict(vs_bpftrace, 0.5)
+                target_cell(&round_ratios(profiler, bpftrace, nothing), 0.5, "")
             ));
         }
         if let (Some(fentry), Some(fentry_timer), Some(fentry_empty)) = (
@@ -880,14 +928,14 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         ) {
             out.push_str(&format!(
                 "  fentry: profiler's added cost ≤ 1.15 × fentry's minimal timer {}\n",
-                verdict(median(&round_ratios(fentry, fentry_timer, nothing)), 1.15)
+                target_cell(&round_ratios(fentry, fentry_timer, nothing), 1.15, "")
             ));
             out.push_str(&format!(
-                "  per traced close, added ns: tracepoint {:+.0} (empty pair {:+.0}), fentry {:+.0} (empty pair {:+.0}); fentry ÷ tracepoint {:.2}\n",
-                median(&round_added(profiler, nothing)),
-                median(&round_added(empty, nothing)),
-                median(&round_added(fentry, nothing)),
-                median(&round_added(fentry_empty, nothing)),
+                "  per traced close, added: tracepoint {} (empty pair {}), fentry {} (empty pair {}); fentry ÷ tracepoint {:.2}\n",
+                ns_cell(&round_added(profiler, nothing)),
+                ns_cell(&round_added(empty, nothing)),
+                ns_cell(&round_added(fentry, nothing)),
+                ns_cell(&round_added(fentry_empty, nothing)),
                 median(&round_ratios(fentry, profiler, nothing)),
             ));
         }
@@ -895,10 +943,10 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             find(Config::Empty(raw), DupClose, Tracked::Me),
             find(Config::MinimalTimer(raw), DupClose, Tracked::Me),
         ) {
-            let empty_gain = median(&round_added(raw_empty, empty));
-            let timer_gain = median(&round_added(raw_timer, timer));
             out.push_str(&format!(
-                "  raw_tp against tracepoints, per close (median of per-round differences): empty pair {empty_gain:+.0} ns, minimal timer {timer_gain:+.0} ns\n"
+                "  raw_tp against tracepoints, per close (per-round differences): empty pair {}, minimal timer {}\n",
+                ns_cell(&round_added(raw_empty, empty)),
+                ns_cell(&round_added(raw_timer, timer))
             ));
         }
     }
@@ -908,9 +956,9 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         "untraced work",
         "configuration",
         "ns/iter (median)",
-        "added ns (median)",
+        "added ns [interval] (level, rounds)",
         "added min … max",
-        "over the floor (median)",
+        "over the floor [interval]",
     ]);
     let getppid_nothing = find(Config::Nothing, Getppid, Tracked::Me);
     // Each row over nothing attached, and over its mechanism's floor (per-round differences).
@@ -921,14 +969,14 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 let lo = added.iter().copied().fold(f64::INFINITY, f64::min);
                 let hi = added.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let over = match floor {
-                    Some(f) if !std::ptr::eq(f, m) => format!("{:+.0}", median(&round_added(m, f))),
+                    Some(f) if !std::ptr::eq(f, m) => ns_cell(&round_added(m, f)),
                     _ => "(the floor)".to_owned(),
                 };
                 tax.row([
                     what.to_owned(),
                     m.config.label().to_owned(),
                     format!("{:.0}", m.median()),
-                    format!("{:+.0}", median(&added)),
+                    ns_cell(&added),
                     format!("{lo:+.0} … {hi:+.0}"),
                     over,
                 ]);

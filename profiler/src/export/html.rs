@@ -77,6 +77,20 @@ pub fn render(data: &ExportData) -> String {
         md.duration_s,
         esc(&md.profiler_version)
     );
+    // The answer first (`run`'s verdicts), before the settings and charts.
+    let document = data.document();
+    let (verdicts, rest): (Vec<&crate::report::document::Part>, Vec<_>) = document
+        .parts
+        .iter()
+        .partition(|p| p.heading == crate::run::report::VERDICTS_HEADING);
+    for part in verdicts {
+        out.push_str(
+            &crate::report::document::Document {
+                parts: vec![part.clone()],
+            }
+            .to_html(),
+        );
+    }
     if !md.settings.is_empty() {
         let mut t = Table::new(["setting", "value"]);
         for (k, v) in &md.settings {
@@ -262,7 +276,12 @@ pub fn render(data: &ExportData) -> String {
             out.push_str(&svg);
         }
     }
-    out.push_str(&data.document().to_html());
+    out.push_str(
+        &crate::report::document::Document {
+            parts: rest.into_iter().cloned().collect(),
+        }
+        .to_html(),
+    );
     out.push_str("</body></html>\n");
     out
 }
@@ -272,12 +291,18 @@ pub fn render(data: &ExportData) -> String {
 fn baseline_chart(comparisons: &[&Comparison], palette: &Palette) -> String {
     let (left, top, h) = (70.0, 20.0, 200.0);
     let w = WIDTH - left - 20.0;
+    // The interval of the change around the profiled bar; none (the median alone) where the
+    // pairs cannot give one.
     let interval = |c: &Comparison| {
         let base = c.change.qps_relative_to;
-        (
-            base * (1.0 + c.change.qps.low / 100.0),
-            base * (1.0 + c.change.qps.high / 100.0),
-        )
+        let (low, high) = c
+            .change
+            .qps
+            .interval
+            .map_or((c.change.qps.median, c.change.qps.median), |i| {
+                (i.low, i.high)
+            });
+        (base * (1.0 + low / 100.0), base * (1.0 + high / 100.0))
     };
     let max = nice_max(
         comparisons
@@ -333,23 +358,15 @@ fn baseline_chart(comparisons: &[&Comparison], palette: &Palette) -> String {
         );
         let _ = writeln!(
             out,
-            "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{:+.1}% [{:+.1}, {:+.1}]</text>",
+            "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             top + h + 32.0,
-            q.median,
-            q.low,
-            q.high
+            esc(&q.cell("pairs"))
         );
         let _ = writeln!(
             out,
             "<text x=\"{mid:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>",
             top + h + 48.0,
-            if q.n < 2 {
-                "one pair"
-            } else if q.within_noise() {
-                "within noise"
-            } else {
-                "beyond noise"
-            }
+            esc(&c.change.verdict.words("faster", "slower"))
         );
     }
     legend_row(

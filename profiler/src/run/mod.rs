@@ -3,6 +3,7 @@
 //! strace's distortion).
 
 pub mod model;
+pub mod noise;
 pub mod options;
 pub mod report;
 pub mod server;
@@ -193,21 +194,20 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
     let mut comparisons = Vec::new();
     let mut strace = Vec::new();
     for scenario in &experiment.scenarios {
-        for v in scenario.variants.iter().filter(|v| v.failure.is_none()) {
-            let pairs = [
-                (RunKind::Profiled, RunKind::Baseline),
-                (RunKind::Strace, RunKind::Profiled),
-            ];
-            for (of, relative_to) in pairs {
-                if let Some(change) = v.paired_change(of, relative_to) {
-                    comparisons.push(Comparison {
-                        variant: v.variant.to_string(),
-                        concurrency: scenario.concurrency,
-                        reference: None,
-                        change,
-                    });
-                }
+        for (of, relative_to) in [
+            (RunKind::Profiled, RunKind::Baseline),
+            (RunKind::Strace, RunKind::Profiled),
+        ] {
+            for (v, change) in scenario.kind_changes(of, relative_to) {
+                comparisons.push(Comparison {
+                    variant: v.variant.to_string(),
+                    concurrency: scenario.concurrency,
+                    reference: None,
+                    change,
+                });
             }
+        }
+        for v in scenario.variants.iter().filter(|v| v.failure.is_none()) {
             let kernel = v.merged_syscalls();
             for row in report::strace_rows(v).unwrap_or_default() {
                 strace.push(StraceComparison {
@@ -225,15 +225,13 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
         }
     }
     for scenario in &experiment.scenarios {
-        for (v, reference) in report::against_reference(scenario) {
-            if let Some(change) = v.against(reference) {
-                comparisons.push(Comparison {
-                    variant: v.variant.to_string(),
-                    concurrency: scenario.concurrency,
-                    reference: Some(reference.variant.to_string()),
-                    change,
-                });
-            }
+        for (v, reference, change) in scenario.variant_changes() {
+            comparisons.push(Comparison {
+                variant: v.variant.to_string(),
+                concurrency: scenario.concurrency,
+                reference: Some(reference.variant.to_string()),
+                change,
+            });
         }
     }
     let partial = experiment.stopped_early.is_some() || !failures.is_empty();
@@ -299,6 +297,8 @@ pub struct ScenarioSpec {
     pub strace: bool,
     /// Drop the page cache before each run.
     pub drop_caches: bool,
+    /// Pairs are added until the comparisons are decided, `runs` at most (else `runs` exactly).
+    pub sequential: bool,
     /// Workers for mp, when not the experiment's.
     pub workers: Option<usize>,
     /// Server CPUs, when not the experiment's (a CPU-set sweep).
@@ -318,6 +318,7 @@ impl ScenarioSpec {
             baseline: false,
             strace: false,
             drop_caches: false,
+            sequential: false,
             workers: None,
             server_cpus: None,
         }
@@ -353,6 +354,10 @@ pub struct RunOptions {
     pub off_cpu: bool,
     /// `--explain-cost`: the kernel times every program run; each profiled run keeps them.
     pub explain_cost: bool,
+    /// `--equivalence`: the margin inside which two servers are "the same", %.
+    pub margin_pct: f64,
+    /// `--max-time` for sequential scenarios: the time their runs may take together.
+    pub max_time: Option<Duration>,
     /// `--slow`: record the calls at least this long with their stacks.
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the report shows per variant.
@@ -368,6 +373,13 @@ pub struct RunOptions {
 }
 
 impl RunOptions {
+    /// Runs one round of `spec` makes: each variant once, and its baseline and strace runs.
+    #[must_use]
+    pub fn runs_per_round(&self, spec: &ScenarioSpec) -> u32 {
+        let variants = spec.variants.as_ref().map_or(self.variants.len(), Vec::len);
+        variants as u32 * (1 + u32::from(spec.baseline) + u32::from(spec.strace))
+    }
+
     /// The server CPUs of `spec`: its own (a CPU-set sweep) or the experiment's.
     #[must_use]
     pub fn server_cpus_of(&self, spec: &ScenarioSpec) -> Vec<usize> {
@@ -470,38 +482,59 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 .filter(|c| server_cpus.contains(c))
                 .collect()
         };
+        let judge = model::Judge {
+            design: if spec.sequential {
+                crate::inference::Design::sequential(spec.runs as usize)
+            } else {
+                crate::inference::Design::fixed(spec.runs as usize)
+            },
+            margin_pct: options.margin_pct,
+        };
         let mut result = ScenarioResult {
             title: spec.title.clone(),
             concurrency: spec.concurrency,
-            variants: Vec::new(),
+            variants: variants
+                .iter()
+                .map(|variant| VariantResult {
+                    variant: variant.clone(),
+                    runs: Vec::new(),
+                    failure: None,
+                })
+                .collect(),
             mp_workers: variants
                 .contains(&Subject::Builtin(Variant::Mp))
                 .then(|| options.mp_workers(spec)),
             server_cpus,
             shared_cpus,
+            judge,
+            stopped: format!("--runs {}", spec.runs),
         };
+        // This scenario's share of the time budget: what is left, shared out among the
+        // scenarios left in proportion of the runs a round of each makes.
+        let deadline = options.max_time.map(|budget| {
+            let left = budget.saturating_sub(started.elapsed());
+            let weight = |s: &ScenarioSpec| f64::from(options.runs_per_round(s));
+            let rest: f64 = options.scenarios[scenarios.len()..]
+                .iter()
+                .map(weight)
+                .sum();
+            Instant::now() + left.mul_f64(weight(spec) / rest.max(1.0))
+        });
         // Variants take turns run by run (lt 1, et 1, lt 2, et 2, ...), the first of each
         // round rotating, so that a disturbance of the machine hits every variant alike and
         // run i of two variants were made next to each other (they are compared in pairs).
-        let mut results: Vec<VariantResult> = variants
-            .iter()
-            .map(|variant| VariantResult {
-                variant: variant.clone(),
-                runs: Vec::new(),
-                failure: None,
-            })
-            .collect();
         let mut finished = vec![false; variants.len()];
         let plan = run_plan(spec.runs, spec.baseline, spec.strace);
         let mut stopped = false;
         'rounds: for round in 1..=spec.runs {
+            let round_started = Instant::now();
             for turn in 0..variants.len() {
                 let i = (turn + round as usize - 1) % variants.len();
                 if finished[i] {
                     continue;
                 }
                 let variant = &variants[i];
-                let vr = &mut results[i];
+                let vr = &mut result.variants[i];
                 for &(kind, number) in plan.iter().filter(|(_, n)| *n == round) {
                     if interrupted.load(Ordering::Relaxed) {
                         stopped = true;
@@ -553,7 +586,30 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                     }
                 }
             }
+            if !result.judge.design.sequential {
+                continue;
+            }
+            let pairs = round as usize;
+            if result.judge.design.is_look(pairs) && result.decided() {
+                result.stopped = format!("every comparison decided at {pairs} pairs");
+                progress.println(&format!("{}: {}", spec.title, result.stopped));
+                break;
+            }
+            if round == spec.runs {
+                result.stopped = format!("{pairs} pairs, the most --max-runs allows");
+            } else if let Some(deadline) = deadline
+                && Instant::now() + round_started.elapsed() > deadline
+            {
+                // Another round would end past this scenario's share of --max-time.
+                result.stopped = format!(
+                    "the time budget (--max-time {}) was spent after {pairs} pairs",
+                    humantime::format_duration(options.max_time.unwrap_or_default())
+                );
+                progress.println(&format!("{}: {}", spec.title, result.stopped));
+                break;
+            }
         }
+        let results = std::mem::take(&mut result.variants);
         // Interrupted: the variants that had begun (a variant not yet run is not a result).
         result.variants = results
             .into_iter()
@@ -712,6 +768,7 @@ fn measure_run(
         None => server::with_descendants(server.pid()),
     };
     let cpu_before = server::cpu_time(&pids);
+    let noise = noise::Probe::start(&options.server_cpus_of(spec));
     let programs_before = match &session {
         Some(s) if options.explain_cost => s.program_run_stats(),
         _ => Vec::new(),
@@ -728,6 +785,7 @@ fn measure_run(
         None => server::with_descendants(server.pid()),
     };
     let cpu_after = server::cpu_time(&pids_after);
+    let noise = noise.finish(&pids_after);
     let programs = match &session {
         Some(s) if options.explain_cost => program_costs(&programs_before, &s.program_run_stats()),
         _ => Vec::new(),
@@ -764,6 +822,7 @@ fn measure_run(
         slow,
         programs,
         front,
+        noise: Some(noise),
     }))
 }
 
@@ -822,11 +881,7 @@ impl Progress {
         let planned = options
             .scenarios
             .iter()
-            .map(|s| {
-                let per_variant = s.runs * (1 + u32::from(s.baseline) + u32::from(s.strace));
-                let variants = s.variants.as_ref().map_or(options.variants.len(), Vec::len);
-                per_variant * variants as u32
-            })
+            .map(|s| s.runs * options.runs_per_round(s))
             .sum();
         let bar = if options.progress {
             indicatif::ProgressBar::with_draw_target(

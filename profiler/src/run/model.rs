@@ -4,7 +4,11 @@ use serde::Serialize;
 /// A built-in server variant: the servers crate's one description of them.
 pub use servers::Variant;
 
-use crate::{loadgen::LoadReport, samples::MedianInterval, stats::Snapshot};
+use crate::{
+    inference::{Design, Estimate, Verdict, holm},
+    loadgen::LoadReport,
+    stats::Snapshot,
+};
 
 /// A server under test: one of the built-in variants, or a command of the user's
 /// (`--server-cmd NAME=CMD`) driven through the same load, baselines, timing and reports.
@@ -180,6 +184,8 @@ pub struct RunResult {
     /// The front end that timed the syscalls (profiled runs): `fentry`, `tracepoint`, or
     /// `tracepoint (fentry: why not)`.
     pub front: Option<String>,
+    /// What else ran on the server's CPUs during the measured window.
+    pub noise: Option<super::noise::Noise>,
 }
 
 /// One kernel program's share of a run (`--explain-cost`).
@@ -251,9 +257,31 @@ impl VariantResult {
     }
 }
 
+/// How a scenario's comparisons are judged: when its pairs are looked at, and the equivalence
+/// margin inside which two servers are "the same".
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Judge {
+    /// Fixed (`--runs N`) or sequential (pairs added until decided).
+    pub design: Design,
+    /// `--equivalence`, %.
+    pub margin_pct: f64,
+}
+
+impl Judge {
+    /// One fixed look at `pairs`, with the default margin.
+    #[must_use]
+    pub fn fixed(pairs: usize) -> Self {
+        Self {
+            design: Design::fixed(pairs),
+            margin_pct: crate::inference::DEFAULT_MARGIN_PCT,
+        }
+    }
+}
+
 /// Runs of one kind against runs of another, paired by run number (run i of each was made back
 /// to back, so slow drift of the machine falls inside a pair, not between the kinds): each
-/// pair's change in percent of the `relative_to` run, as a median with its 95% interval.
+/// pair's change in percent of the `relative_to` run, as a median with the sign test's
+/// interval at the scenario's latest look, and a verdict on QPS.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct PairedChange {
     /// The kind measured (profiled against baseline; strace against profiled).
@@ -267,29 +295,54 @@ pub struct PairedChange {
     /// Median QPS of the `relative_to` runs.
     pub qps_relative_to: f64,
     /// QPS change, %.
-    pub qps: MedianInterval,
+    pub qps: Estimate,
     /// p50 latency change, %.
-    pub p50: MedianInterval,
+    pub p50: Estimate,
     /// p99 latency change, %.
-    pub p99: MedianInterval,
+    pub p99: Estimate,
     /// Change of the server's on-CPU time per finished request (schedstat, exact), %: what
     /// the programs running in the server's own context add, a far quieter witness of the
     /// profiler's cost than QPS on a shared machine. `None` without CPU times on both sides.
-    pub cpu_per_request: Option<MedianInterval>,
+    pub cpu_per_request: Option<Estimate>,
     /// Median on-CPU ns per request of the `of` runs and of the `relative_to` runs.
     pub cpu_per_request_ns: Option<(f64, f64)>,
+    /// The verdict, on QPS alone: higher (faster), lower (slower), the same within the margin,
+    /// or undecided with the reason.
+    pub verdict: Verdict,
+    /// The other figures (p50, p99, server CPU per request) whose change Holm's correction over
+    /// the three finds at the look's error: "p99 higher".
+    pub also: Vec<String>,
+}
+
+impl PairedChange {
+    /// The verdict in words ("faster", "slower; also p99 higher", "same within 2%", ...).
+    #[must_use]
+    pub fn verdict_words(&self) -> String {
+        let main = self.verdict.words("faster", "slower");
+        if self.also.is_empty() {
+            main
+        } else {
+            format!("{main}; also {}", self.also.join(", "))
+        }
+    }
 }
 
 impl VariantResult {
     /// The `of` runs against the `relative_to` runs of the same number; `None` without a
     /// complete pair.
     #[must_use]
-    pub fn paired_change(&self, of: RunKind, relative_to: RunKind) -> Option<PairedChange> {
+    pub fn paired_change(
+        &self,
+        of: RunKind,
+        relative_to: RunKind,
+        judge: &Judge,
+    ) -> Option<PairedChange> {
         paired(
             &self.alive(of).collect::<Vec<_>>(),
             &self.alive(relative_to).collect::<Vec<_>>(),
             of,
             relative_to,
+            judge,
         )
     }
 
@@ -297,7 +350,7 @@ impl VariantResult {
     /// those were made next to each other): their baseline runs where both have them (nothing
     /// attached), else their profiled runs. `None` without a complete pair.
     #[must_use]
-    pub fn against(&self, reference: &VariantResult) -> Option<PairedChange> {
+    pub fn against(&self, reference: &VariantResult, judge: &Judge) -> Option<PairedChange> {
         let kind = if self.alive(RunKind::Baseline).next().is_some()
             && reference.alive(RunKind::Baseline).next().is_some()
         {
@@ -310,6 +363,7 @@ impl VariantResult {
             &reference.alive(kind).collect::<Vec<_>>(),
             kind,
             kind,
+            judge,
         )
     }
 
@@ -321,14 +375,15 @@ impl VariantResult {
 }
 
 /// `of` runs against `relative_to` runs of the same number: each pair's change, as a median
-/// with its 95% interval.
+/// with its interval at the design's latest look, and the verdict.
 fn paired(
     of_runs: &[&RunResult],
     relative_runs: &[&RunResult],
     of: RunKind,
     relative_to: RunKind,
+    judge: &Judge,
 ) -> Option<PairedChange> {
-    let pairs: Vec<(&RunResult, &RunResult)> = of_runs
+    let mut pairs: Vec<(&RunResult, &RunResult)> = of_runs
         .iter()
         .filter_map(|&a| {
             relative_runs
@@ -337,6 +392,8 @@ fn paired(
                 .map(|&b| (a, b))
         })
         .collect();
+    // In the order they were made: the looks take the first n.
+    pairs.sort_by_key(|(a, _)| a.run);
     if pairs.is_empty() {
         return None;
     }
@@ -366,6 +423,25 @@ fn paired(
         let to: Vec<f64> = cpu_pairs.iter().map(|p| p.1).collect();
         (crate::samples::median(&of), crate::samples::median(&to))
     });
+    let design = &judge.design;
+    let qps_change = design.estimate(&changes(&qps))?;
+    let p50 = design.estimate(&changes(&quantile(0.5)))?;
+    let p99 = design.estimate(&changes(&quantile(0.99)))?;
+    let cpu_per_request = design.estimate(&cpu_changes);
+    // The other figures, as one family under Holm at the error one look may spend; only where
+    // a look has been made (an interval exists).
+    let mut others: Vec<(&str, &Estimate)> = vec![("p50", &p50), ("p99", &p99)];
+    if let Some(c) = &cpu_per_request {
+        others.push(("server CPU/req", c));
+    }
+    others.retain(|(_, e)| e.interval.is_some());
+    let p_values: Vec<f64> = others.iter().map(|(_, e)| e.p_value).collect();
+    let also = holm(&p_values, design.alpha_per_look)
+        .into_iter()
+        .zip(&others)
+        .filter(|(rejected, (_, e))| *rejected && !e.contains_zero())
+        .map(|(_, (name, e))| format!("{name} {}", if e.median > 0.0 { "higher" } else { "lower" }))
+        .collect();
     Some(PairedChange {
         of,
         relative_to,
@@ -374,11 +450,13 @@ fn paired(
         qps_relative_to: crate::samples::median(
             &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
         ),
-        qps: MedianInterval::of(&changes(&qps))?,
-        p50: MedianInterval::of(&changes(&quantile(0.5)))?,
-        p99: MedianInterval::of(&changes(&quantile(0.99)))?,
-        cpu_per_request: MedianInterval::of(&cpu_changes),
+        verdict: Verdict::of(&qps_change, judge.margin_pct, "pairs"),
+        qps: qps_change,
+        p50,
+        p99,
+        cpu_per_request,
         cpu_per_request_ns: cpu_medians,
+        also,
     })
 }
 
@@ -399,6 +477,53 @@ pub fn merge_histograms<'a>(
     sum
 }
 
+impl ScenarioResult {
+    /// Each variant with its reference (the first variant of the scenario that did not fail),
+    /// for the comparisons between variants.
+    #[must_use]
+    pub fn against_reference(&self) -> Vec<(&VariantResult, &VariantResult)> {
+        let mut ok = self.variants.iter().filter(|v| v.failure.is_none());
+        let Some(reference) = ok.next() else {
+            return Vec::new();
+        };
+        ok.map(|v| (v, reference)).collect()
+    }
+
+    /// Every variant against its reference, with the change.
+    #[must_use]
+    pub fn variant_changes(&self) -> Vec<(&VariantResult, &VariantResult, PairedChange)> {
+        self.against_reference()
+            .into_iter()
+            .filter_map(|(v, r)| Some((v, r, v.against(r, &self.judge)?)))
+            .collect()
+    }
+
+    /// Every variant's `of` runs against its `relative_to` runs (profiled against baseline,
+    /// strace against profiled), with the change.
+    #[must_use]
+    pub fn kind_changes(
+        &self,
+        of: RunKind,
+        relative_to: RunKind,
+    ) -> Vec<(&VariantResult, PairedChange)> {
+        self.variants
+            .iter()
+            .filter(|v| v.failure.is_none())
+            .filter_map(|v| Some((v, v.paired_change(of, relative_to, &self.judge)?)))
+            .collect()
+    }
+
+    /// Whether the comparisons that decide how many pairs to make (variants against the
+    /// reference, profiled against baseline) are all decided.
+    #[must_use]
+    pub fn decided(&self) -> bool {
+        let variants = self.variant_changes();
+        let overhead = self.kind_changes(RunKind::Profiled, RunKind::Baseline);
+        variants.iter().all(|(_, _, c)| c.verdict.decided())
+            && overhead.iter().all(|(_, c)| c.verdict.decided())
+    }
+}
+
 /// One part of the experiment: a workload at one concurrency, every variant.
 #[derive(Clone, Debug)]
 pub struct ScenarioResult {
@@ -415,4 +540,9 @@ pub struct ScenarioResult {
     pub server_cpus: Vec<usize>,
     /// CPUs the load generator shared with the server (empty: none, the usual case).
     pub shared_cpus: Vec<usize>,
+    /// How its comparisons are judged.
+    pub judge: Judge,
+    /// Why it made no more pairs: "every comparison decided at 12 pairs", "the time budget
+    /// was spent", "30 pairs, the most --max-runs allows", "--runs 3".
+    pub stopped: String,
 }

@@ -57,9 +57,22 @@ pub struct RunArgs {
     /// Length of each run instead of a request count (e.g. 5s).
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Measured runs per variant.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    /// Measured runs per variant, a fixed count (pairs for the comparisons) [default: pairs are
+    /// added until every comparison is decided, within --max-runs and --max-time].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with_all = ["max_runs", "max_time"])]
     pub runs: Option<u32>,
+    /// Without --runs: the most pairs of runs a scenario makes while its comparisons are
+    /// undecided.
+    #[arg(long, default_value_t = DEFAULT_MAX_RUNS, value_parser = clap::value_parser!(u32).range(2..=1000))]
+    pub max_runs: u32,
+    /// Without --runs: the time the runs of the whole experiment may take while comparisons
+    /// are undecided (shared out among the scenarios), e.g. 2m or 90s.
+    #[arg(long, default_value = "2m", value_parser = parse_duration)]
+    pub max_time: Duration,
+    /// The equivalence margin: two servers whose QPS interval lies within ±this are "the same
+    /// within" it (e.g. 2% or 0.5%).
+    #[arg(long, default_value = "2%", value_parser = crate::parse::parse_percent)]
+    pub equivalence: f64,
     /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
     #[arg(long, default_value = "500")]
     pub warmup: String,
@@ -210,10 +223,13 @@ pub enum Preset {
     Comprehensive,
 }
 
-/// Requests per run when neither `--requests` nor `--duration` is given.
-pub const DEFAULT_REQUESTS: u64 = 10_000;
-/// Runs per scenario when `--runs` is not given.
+/// Requests per run when neither `--requests` nor `--duration` is given: short runs, many
+/// pairs (the machine's drift between runs, not the requests within one, is the noise).
+pub const DEFAULT_REQUESTS: u64 = 2_000;
+/// Runs of a scenario that has nothing to compare (one variant, no baseline) without `--runs`.
 pub const DEFAULT_RUNS: u32 = 3;
+/// `--max-runs`: the most pairs a scenario adds while undecided.
+pub const DEFAULT_MAX_RUNS: u32 = 30;
 
 /// Validates `args` and builds the options (syscall names are resolved by the caller's check of
 /// tracefs first).
@@ -289,7 +305,9 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
             args.timeout
         );
     }
-    let runs = args.runs.unwrap_or(DEFAULT_RUNS);
+    // --runs N: that many pairs; else pairs until decided, at most --max-runs.
+    let runs = args.runs.unwrap_or(args.max_runs);
+    let sequential = args.runs.is_none();
     let name = |c: u64| scenario_title(workload, stop, c);
     let mut scenarios = match args.preset {
         Some(Preset::Comprehensive) => comprehensive(),
@@ -297,12 +315,19 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
             // The default experiment measures its own cost where it is largest: serially.
             let mut serial = ScenarioSpec::new(name(1), 1, stop, runs);
             serial.baseline = true;
-            vec![serial, ScenarioSpec::new(name(10), 10, stop, 1)]
+            serial.sequential = sequential;
+            let mut concurrent = ScenarioSpec::new(name(10), 10, stop, runs);
+            concurrent.sequential = sequential;
+            vec![serial, concurrent]
         }
         None => args
             .concurrency
             .iter()
-            .map(|&c| ScenarioSpec::new(name(c), c as usize, stop, runs))
+            .map(|&c| {
+                let mut s = ScenarioSpec::new(name(c), c as usize, stop, runs);
+                s.sequential = sequential;
+                s
+            })
             .collect(),
     };
     if cpu_sets.len() > 1 {
@@ -324,6 +349,12 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         s.baseline |= args.baseline;
         s.strace |= args.strace;
         s.drop_caches |= args.drop_caches;
+        // Nothing to compare (one server, no baseline): no pairs to add until decided.
+        let servers = s.variants.as_ref().map_or(variants.len(), Vec::len);
+        if s.sequential && servers < 2 && !s.baseline {
+            s.sequential = false;
+            s.runs = DEFAULT_RUNS;
+        }
     }
     if (args.drop_caches || scenarios.iter().any(|s| s.drop_caches))
         && std::fs::metadata("/proc/sys/vm/drop_caches").is_err()
@@ -357,6 +388,8 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         lt_epollout: args.lt_epollout,
         off_cpu: !args.no_off_cpu,
         explain_cost: args.explain_cost,
+        margin_pct: args.equivalence,
+        max_time: args.runs.is_none().then_some(args.max_time),
         slow: args.slow.slow,
         slow_top: args.slow.slow_top,
         syscalls: Syscall::resolve_list(&args.syscalls)?,

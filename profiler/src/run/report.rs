@@ -11,6 +11,7 @@ use super::{
 };
 use crate::{
     export::Metadata,
+    inference::Verdict,
     report::{
         document::{Document, Part, Section},
         table::{Table, errors_cell},
@@ -86,9 +87,157 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
 /// export carries.
 #[must_use]
 pub fn document(experiment: &Experiment) -> Document {
-    let mut parts: Vec<Part> = experiment.scenarios.iter().map(part).collect();
+    let mut parts = vec![verdicts_part(experiment)];
+    parts.extend(experiment.scenarios.iter().map(part));
     parts.extend(cpu_sets_part(experiment));
     Document { parts }
+}
+
+/// The heading of the part every report opens with.
+pub const VERDICTS_HEADING: &str = "Verdicts";
+
+/// The answer first: per scenario, each comparison with its interval, level, pairs and
+/// verdict; where the time goes per request; the noise line; with a CPU-set sweep, whether
+/// the verdicts change with the CPU set. The detailed tables follow in the scenarios' parts.
+fn verdicts_part(experiment: &Experiment) -> Part {
+    let mut sections = Vec::new();
+    for s in &experiment.scenarios {
+        let mut table = Table::new(["comparison", "change [interval] (level, pairs)", "verdict"]);
+        for (v, reference, c) in s.variant_changes() {
+            table.row([
+                format!(
+                    "{} against {} (QPS, {} runs)",
+                    v.variant,
+                    reference.variant,
+                    c.of.name()
+                ),
+                c.qps.cell("pairs"),
+                c.verdict_words(),
+            ]);
+        }
+        for (of, relative_to, what) in [
+            (RunKind::Profiled, RunKind::Baseline, "profiler's cost"),
+            (RunKind::Strace, RunKind::Profiled, "strace's cost"),
+        ] {
+            for (v, c) in s.kind_changes(of, relative_to) {
+                table.row([
+                    format!(
+                        "{what}, {} (QPS, {} against {})",
+                        v.variant,
+                        of.name(),
+                        relative_to.name()
+                    ),
+                    c.qps.cell("pairs"),
+                    c.verdict_words(),
+                ]);
+            }
+        }
+        let pairs = s
+            .variants
+            .iter()
+            .map(|v| v.runs.iter().map(|r| r.run).max().unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        let mut section = Section {
+            title: format!(
+                "{} (concurrency {}, server CPUs {}): {pairs} round{} of runs, {}",
+                s.title,
+                s.concurrency,
+                super::cpu_list(&s.server_cpus),
+                if pairs == 1 { "" } else { "s" },
+                s.stopped
+            ),
+            ..Section::default()
+        };
+        if table.is_empty() {
+            section
+                .notes
+                .push("nothing to compare: one server and no baseline runs".to_owned());
+        } else {
+            section.table = Some(table);
+        }
+        section.notes.extend(time_per_request_lines(s));
+        section.notes.extend(noise_line(s));
+        sections.push(section);
+    }
+    let mut notes = Vec::new();
+    if let Some(p) = cpu_sets_part(experiment)
+        && let Some(t) = p.sections.first().and_then(|s| s.table.as_ref())
+    {
+        // One line per comparison over the CPU sets: its last column.
+        for row in t.rows() {
+            if let (Some(scenario), Some(variant), Some(against), Some(across)) =
+                (row.first(), row.get(2), row.get(3), row.last())
+            {
+                let line =
+                    format!("across CPU sets, {scenario}: {variant} against {against}: {across}");
+                if !notes.contains(&line) {
+                    notes.push(line);
+                }
+            }
+        }
+    }
+    let mut part = Part {
+        heading: VERDICTS_HEADING.to_owned(),
+        notes: Vec::new(),
+        sections,
+    };
+    if !notes.is_empty() {
+        part.sections.push(Section {
+            title: "Across server CPU sets: does the verdict change with the CPU count?".to_owned(),
+            notes,
+            ..Section::default()
+        });
+    }
+    part
+}
+
+/// Where the time goes per request, a line per variant: the on-CPU kernel time of each traced
+/// syscall per finished request, largest first (the total time where the split is off).
+fn time_per_request_lines(s: &ScenarioResult) -> Vec<String> {
+    s.variants
+        .iter()
+        .filter(|v| v.failure.is_none())
+        .filter_map(|v| {
+            let requests = requests_of(v);
+            if requests == 0 {
+                return None;
+            }
+            let merged = v.merged_syscalls();
+            let split = merged.syscalls.iter().any(|x| x.off_cpu.is_some());
+            let mut rows: Vec<(&str, f64)> = merged
+                .syscalls
+                .iter()
+                .filter(|x| x.calls > 0)
+                .map(|x| {
+                    let ns = x.time_split().map_or(x.total_ns, |(on, ..)| on);
+                    (x.name.as_str(), ns as f64 / requests as f64)
+                })
+                .collect();
+            if rows.is_empty() {
+                return None;
+            }
+            rows.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let total: f64 = rows.iter().map(|r| r.1).sum();
+            let top: Vec<String> = rows
+                .iter()
+                .take(5)
+                .map(|(name, ns)| format!("{name} {}", duration_ns(*ns)))
+                .collect();
+            Some(format!(
+                "where the time goes, {}: {} {} in the traced syscalls per request: {}{}",
+                v.variant,
+                duration_ns(total),
+                if split {
+                    "on-CPU"
+                } else {
+                    "(total, on and off the CPU)"
+                },
+                top.join(", "),
+                if rows.len() > 5 { ", …" } else { "" }
+            ))
+        })
+        .collect()
 }
 
 /// With scenarios on more than one server CPU set (`--server-cpus A --server-cpus B`): does
@@ -111,8 +260,8 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
         "variant",
         "against",
         "pairs",
-        "QPS change [95% CI]",
-        "verdict",
+        "QPS change [interval] (level, pairs)",
+        "verdict (QPS)",
         "across CPU sets",
     ]);
     // (scenario, concurrency, variant) → the QPS verdicts over the CPU sets; a sweep's
@@ -123,38 +272,25 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
     };
     let mut rows = Vec::new();
     for s in &experiment.scenarios {
-        for (v, reference) in against_reference(s) {
-            let Some(c) = v.against(reference) else {
-                continue;
-            };
+        for (v, reference, c) in s.variant_changes() {
             rows.push((key(s, v), s, v, reference, c));
         }
     }
     for (k, s, v, reference, c) in &rows {
-        let verdicts: Vec<&str> = rows
+        let verdicts: Vec<&Verdict> = rows
             .iter()
             .filter(|r| r.0 == *k)
-            .map(|r| verdict(&r.4.qps))
+            .map(|r| &r.4.verdict)
             .collect();
-        let flips = verdicts.contains(&"faster") && verdicts.contains(&"slower");
-        let differs = verdicts.iter().any(|x| *x != verdicts[0]);
         table.row([
             format!("{} c={}", k.0, s.concurrency),
             super::cpu_list(&s.server_cpus),
             v.variant.to_string(),
             reference.variant.to_string(),
             c.pairs.to_string(),
-            change_cell(&c.qps),
-            verdict(&c.qps).to_owned(),
-            if verdicts.len() < 2 {
-                "-".to_owned()
-            } else if flips {
-                "FLIPS: faster on one set, slower on another".to_owned()
-            } else if differs {
-                "differs (noise on one set)".to_owned()
-            } else {
-                "same verdict".to_owned()
-            },
+            c.qps.cell("pairs"),
+            c.verdict_words(),
+            across_cpu_sets(&verdicts),
         ]);
     }
     if table.is_empty() {
@@ -165,7 +301,7 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
         table,
     );
     section.notes.push(
-        "The changes and verdicts of each scenario's \"Variants against\" table, side by side over the CPU sets; measurements of different CPU sets are never pooled.".to_owned(),
+        "The changes and verdicts of each scenario's \"Variants against\" table, side by side over the CPU sets; measurements of different CPU sets are never pooled. The answer changes with the CPU count only where both sets are decided and differ; where one is undecided, the data cannot say.".to_owned(),
     );
     Some(Part {
         heading: "Across server CPU sets".to_owned(),
@@ -205,6 +341,7 @@ fn part(s: &ScenarioResult) -> Part {
         ));
     }
     let mut sections = runs_sections(s);
+    sections.extend(noise_section(s));
     sections.extend(syscall_section(s));
     sections.extend(off_cpu_section(s));
     sections.extend(cpu_section(s));
@@ -351,6 +488,88 @@ fn runs_sections(s: &ScenarioResult) -> Vec<Section> {
     let mut sections = vec![runs];
     sections.extend(open_loop_section(s));
     sections
+}
+
+/// Every run's noise: the share of the server CPUs' time that other tasks and steal took,
+/// and who took the most.
+fn noise_section(s: &ScenarioResult) -> Option<Section> {
+    let mut table = Table::new([
+        "variant",
+        "kind",
+        "run",
+        "QPS",
+        "others + steal",
+        "largest",
+        "disturbed",
+    ]);
+    for v in &s.variants {
+        for r in &v.runs {
+            let Some(n) = &r.noise else { continue };
+            table.row([
+                v.variant.to_string(),
+                r.kind.name().to_owned(),
+                r.run.to_string(),
+                format!("{:.0}", r.load.qps()),
+                percent(n.share(), 1.0),
+                n.top.first().map_or("-".to_owned(), |(comm, pid, _)| {
+                    format!("'{comm}' (pid {pid})")
+                }),
+                if n.disturbed() { "yes" } else { "" }.to_owned(),
+            ]);
+        }
+    }
+    if table.is_empty() {
+        return None;
+    }
+    let mut section = Section::new(
+        "The machine's noise (per run: the server CPUs' time taken by other tasks and steal)",
+        table,
+    );
+    section.notes.push(NOISE_NOTE.to_owned());
+    Some(section)
+}
+
+/// How the noise is measured and what is done with a disturbed run.
+const NOISE_NOTE: &str = "Other tasks: every task of the machine but the server and the profiler (its load generator included), from each task's scheduler time (/proc/PID/task/TID/schedstat) over the measured window; a task not pinned to the server's CPUs counts in proportion of its allowed CPUs that are the server's. Steal from /proc/stat. A run is disturbed above 10%. Disturbed runs are kept, neither retried nor excluded: leaving out runs by a noise rule would make the intervals' level conditional on it, and the sign test already bounds what one disturbed pair can do (it moves one sign); the noise makes the intervals wider, so a sequential run adds pairs, and an undecided verdict says when the machine was the noise.";
+
+/// The scenario's noise in one line: how many runs were disturbed, the worst, the median share.
+#[must_use]
+pub fn noise_line(s: &ScenarioResult) -> Option<String> {
+    let runs: Vec<(&VariantResult, &RunResult, &super::noise::Noise)> = s
+        .variants
+        .iter()
+        .flat_map(|v| {
+            v.runs
+                .iter()
+                .filter_map(move |r| Some((v, r, r.noise.as_ref()?)))
+        })
+        .collect();
+    if runs.is_empty() {
+        return None;
+    }
+    let shares: Vec<f64> = runs.iter().map(|(.., n)| n.share()).collect();
+    let disturbed = runs.iter().filter(|(.., n)| n.disturbed()).count();
+    let (wv, wr, worst) = runs
+        .iter()
+        .max_by(|a, b| a.2.share().total_cmp(&b.2.share()))
+        .copied()?;
+    Some(if disturbed == 0 {
+        format!(
+            "noise: no run disturbed (other tasks and steal took a median {} of the server CPUs' time, at most {})",
+            percent(median(&shares), 1.0),
+            percent(worst.share(), 1.0)
+        )
+    } else {
+        format!(
+            "noise: {disturbed} of {} runs DISTURBED (> 10% of the server CPUs' time taken by other tasks or steal; median {}); worst, {} {} {}: {}",
+            runs.len(),
+            percent(median(&shares), 1.0),
+            wv.variant,
+            wr.kind.name(),
+            wr.run,
+            worst.describe()
+        )
+    })
 }
 
 /// p50, p99, p99.9 and max of a latency histogram, as table cells.
@@ -831,49 +1050,35 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     Some(section)
 }
 
-/// Each variant with its reference (the first variant of the scenario that did not fail),
-/// for the comparisons between variants.
-pub(crate) fn against_reference(s: &ScenarioResult) -> Vec<(&VariantResult, &VariantResult)> {
-    let mut ok = s.variants.iter().filter(|v| v.failure.is_none());
-    let Some(reference) = ok.next() else {
-        return Vec::new();
-    };
-    ok.map(|v| (v, reference)).collect()
-}
-
 /// Every variant against the first: is the difference real? Run i of each variant was made
 /// next to the other's run i (the variants take turns), so they are compared in pairs, with
-/// the same medians, intervals and verdicts as the overhead table.
+/// the same intervals and verdicts as the overhead table.
 fn variants_section(s: &ScenarioResult) -> Option<Section> {
-    let pairs = against_reference(s);
-    let reference = pairs.first()?.1;
+    let changes = s.variant_changes();
+    let reference = changes.first()?.1;
     let mut table = Table::new([
         "variant",
         "pairs",
         "runs",
         "QPS",
         "reference QPS",
-        "QPS change [95% CI]",
-        "p50 change [95% CI]",
-        "p99 change [95% CI]",
-        "verdict",
+        "QPS change [interval] (level, pairs)",
+        "p50 change",
+        "p99 change",
+        "verdict (QPS)",
     ]);
-    for (v, r) in &pairs {
-        let Some(c) = v.against(r) else { continue };
+    for (v, _, c) in &changes {
         table.row([
             v.variant.to_string(),
             c.pairs.to_string(),
             c.of.name().to_owned(),
             format!("{:.0}", c.qps_of),
             format!("{:.0}", c.qps_relative_to),
-            change_cell(&c.qps),
-            change_cell(&c.p50),
-            change_cell(&c.p99),
-            verdict(&c.qps).to_owned(),
+            c.qps.cell("pairs"),
+            c.p50.cell("pairs"),
+            c.p99.cell("pairs"),
+            c.verdict_words(),
         ]);
-    }
-    if table.is_empty() {
-        return None;
     }
     let mut section = Section::new(
         format!(
@@ -882,10 +1087,35 @@ fn variants_section(s: &ScenarioResult) -> Option<Section> {
         ),
         table,
     );
+    section.notes.push(interval_note(s));
     section.notes.push(
-        "Each change is the median over the pairs of runs with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); \"within noise\" when the interval contains 0, \"faster\" or \"slower\" in QPS otherwise. The runs compared are the baseline runs (nothing attached) when there are, else the profiled ones.".to_owned(),
+        "The runs compared are the baseline runs (nothing attached) when there are, else the profiled ones.".to_owned(),
     );
     Some(section)
+}
+
+/// How the intervals and verdicts of `s` were made, under each table of them.
+#[must_use]
+pub fn interval_note(s: &ScenarioResult) -> String {
+    let design = &s.judge.design;
+    let how = if design.sequential {
+        format!(
+            "pairs were added until every comparison was decided, looking at the data only at {} pairs, each look spending an equal share of the 5% (so the interval at the stop covers the true median change with at least the level printed, ≥{:.1}%, however the stop was chosen); this scenario stopped: {}",
+            design.looks_text(),
+            100.0 * design.level(),
+            s.stopped
+        )
+    } else {
+        format!(
+            "a fixed count of pairs ({}); with fewer than {} pairs no interval reaches 95%",
+            s.stopped,
+            crate::inference::fewest_for(crate::inference::TARGET_LEVEL)
+        )
+    };
+    format!(
+        "Each change is the median of the pairs' changes with the sign test's interval (order statistics of the changes; distribution-free, its level exact), the level it achieves and the pairs it is made of: {how}. The verdict is about QPS: \"faster\"/\"slower\" when the interval excludes 0, \"same within {}%\" when it lies inside ±{}% (--equivalence), else \"undecided\" with the reason. \"also\" names the other figures (p50, p99, server CPU/req) whose change Holm's correction over the three finds at the same error.",
+        s.judge.margin_pct, s.judge.margin_pct
+    )
 }
 
 fn baseline_section(s: &ScenarioResult) -> Option<Section> {
@@ -981,7 +1211,7 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
             machine,
         );
         if let Some((of_ns, to_ns)) = v
-            .paired_change(RunKind::Profiled, RunKind::Baseline)
+            .paired_change(RunKind::Profiled, RunKind::Baseline, &s.judge)
             .and_then(|c| c.cpu_per_request_ns)
         {
             let added = of_ns - to_ns;
@@ -1003,8 +1233,8 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
     Some(section)
 }
 
-/// `of` runs against `relative_to` runs, paired by run number: QPS and latency changes as
-/// medians with 95% intervals, and whether the noise explains them.
+/// `of` runs against `relative_to` runs, paired by run number: QPS and latency changes with
+/// their intervals, and the verdict.
 fn paired_section(
     s: &ScenarioResult,
     of: RunKind,
@@ -1016,98 +1246,58 @@ fn paired_section(
         "pairs".to_owned(),
         format!("QPS {}", of.name()),
         format!("QPS {}", relative_to.name()),
-        "QPS change [95% CI]".to_owned(),
-        "p50 change [95% CI]".to_owned(),
-        "p99 change [95% CI]".to_owned(),
-        "server CPU/req change [95% CI]".to_owned(),
-        "verdict".to_owned(),
+        "QPS change [interval] (level, pairs)".to_owned(),
+        "p50 change".to_owned(),
+        "p99 change".to_owned(),
+        "server CPU/req change".to_owned(),
+        "verdict (QPS)".to_owned(),
     ]);
-    for v in s.variants.iter().filter(|v| v.failure.is_none()) {
-        let Some(c) = v.paired_change(of, relative_to) else {
-            continue;
-        };
+    for (v, c) in s.kind_changes(of, relative_to) {
         table.row([
             v.variant.to_string(),
             c.pairs.to_string(),
             format!("{:.0}", c.qps_of),
             format!("{:.0}", c.qps_relative_to),
-            change_cell(&c.qps),
-            change_cell(&c.p50),
-            change_cell(&c.p99),
+            c.qps.cell("pairs"),
+            c.p50.cell("pairs"),
+            c.p99.cell("pairs"),
             match (&c.cpu_per_request, c.cpu_per_request_ns) {
                 (Some(i), Some((of_ns, to_ns))) => format!(
                     "{} ({} → {})",
-                    change_cell(i),
+                    i.cell("pairs"),
                     duration_ns(to_ns),
                     duration_ns(of_ns)
                 ),
                 _ => "-".to_owned(),
             },
-            overall_verdict(&c),
+            c.verdict_words(),
         ]);
     }
     if table.is_empty() {
         return None;
     }
     let mut section = Section::new(title, table);
+    section.notes.push(interval_note(s));
     section.notes.push(PAIRED_NOTE.to_owned());
     Some(section)
 }
 
-/// How the paired changes are computed, under each paired table.
-const PAIRED_NOTE: &str = "Each change is the median over the pairs (two runs made back to back, in ABBA order: the profiled run first in odd pairs, second in even ones), with its 95% bootstrap percentile interval (10000 resamples; with 5 pairs or fewer, their range); the verdict names each of QPS, p50 and p99 whose interval excludes 0, and says \"within noise\" only when none does. Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
+/// How the paired runs are made, under each paired table.
+const PAIRED_NOTE: &str = "The two runs of a pair are made back to back, in ABBA order (the profiled run first in odd pairs, second in even ones). Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
 
-/// "-1.2% [-3.0, +0.8]": a median change and its interval, in percent.
-fn change_cell(i: &crate::samples::MedianInterval) -> String {
-    if i.n == 1 {
-        format!("{:+.1}% (1 pair)", i.median)
+/// Whether the verdict on one comparison changes with the server CPU set.
+fn across_cpu_sets(verdicts: &[&Verdict]) -> String {
+    if verdicts.len() < 2 {
+        return "-".to_owned();
+    }
+    let decided: Vec<&&Verdict> = verdicts.iter().filter(|v| v.decided()).collect();
+    if decided.len() < verdicts.len() {
+        return "undecided on a set: the data cannot say".to_owned();
+    }
+    if decided.iter().all(|v| ***v == *verdicts[0]) {
+        "same verdict".to_owned()
     } else {
-        format!("{:+.1}% [{:+.1}, {:+.1}]", i.median, i.low, i.high)
-    }
-}
-
-/// The verdict of a paired comparison on throughput and latency both: "within noise" only
-/// when QPS, p50 and p99 all are; else each change whose interval excludes 0 ("slower; p99
-/// higher"). A QPS within noise while p99 rose by a third is not "within noise".
-fn overall_verdict(c: &super::model::PairedChange) -> String {
-    if c.qps.n < 2 {
-        return "one pair: no interval".to_owned();
-    }
-    let mut found = Vec::new();
-    if !c.qps.within_noise() {
-        found.push(
-            if c.qps.median < 0.0 {
-                "slower"
-            } else {
-                "faster"
-            }
-            .to_owned(),
-        );
-    }
-    for (name, i) in [("p50", &c.p50), ("p99", &c.p99)] {
-        if !i.within_noise() {
-            found.push(format!(
-                "{name} {}",
-                if i.median > 0.0 { "higher" } else { "lower" }
-            ));
-        }
-    }
-    if found.is_empty() {
-        "within noise".to_owned()
-    } else {
-        found.join("; ")
-    }
-}
-
-fn verdict(qps: &crate::samples::MedianInterval) -> &'static str {
-    if qps.n < 2 {
-        "one pair: no interval"
-    } else if qps.within_noise() {
-        "within noise"
-    } else if qps.median < 0.0 {
-        "slower"
-    } else {
-        "faster"
+        "CHANGES with the CPU set".to_owned()
     }
 }
 
