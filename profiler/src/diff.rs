@@ -189,7 +189,23 @@ pub fn main(args: &DiffArgs) -> Result<i32> {
     }
     let a = load(&args.a)?;
     let b = load(&args.b)?;
+    if a.metadata.command != b.metadata.command {
+        bail!(
+            "{} is an export of `profiler {}` and {} of `profiler {}`: their measurements have nothing in common to compare; give two exports of the same command",
+            args.a.display(),
+            a.metadata.command,
+            args.b.display(),
+            b.metadata.command
+        );
+    }
     let diff = compare(&args.a, &a, &args.b, &b, args.equivalence);
+    if diff.load.is_empty() && diff.syscalls.is_empty() {
+        bail!(
+            "{} and {} have no cell in common (variant, concurrency, server CPUs) with figures on both sides: nothing to compare",
+            args.a.display(),
+            args.b.display()
+        );
+    }
     let text = diff.report.to_text();
     let to_stdout = [&args.export_json, &args.export_md, &args.export_html]
         .into_iter()
@@ -225,6 +241,14 @@ pub fn main(args: &DiffArgs) -> Result<i32> {
 
 /// Reads and checks one saved run; every way it can be unusable is one line.
 fn load(path: &Path) -> Result<Saved> {
+    // A device or a pipe (/dev/zero) would be read forever: exports are regular files.
+    let meta = std::fs::metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    if !meta.is_file() {
+        bail!(
+            "{} is not a regular file: give files written by `profiler run --export-json` or `profiler attach --export-json`",
+            path.display()
+        );
+    }
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     let value: serde_json::Value = serde_json::from_str(&text).with_context(|| {

@@ -164,11 +164,21 @@ fn diff_refuses_bad_inputs_in_one_line() {
         serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
     value["schema_version"] = 2.into();
     std::fs::write(&old, value.to_string()).unwrap();
+    let attach = dir.join("attach.json");
+    let mut value: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    value["metadata"]["command"] = "attach".into();
+    std::fs::write(&attach, value.to_string()).unwrap();
+    let zero = std::path::PathBuf::from("/dev/zero");
     for (bad, expect) in [
         (&not_json, "is not JSON"),
         (&not_export, "no schema_version"),
         (&old, "schema_version 2"),
         (&dir.join("missing.json"), "reading"),
+        // Read forever before: a device is refused at once.
+        (&zero, "is not a regular file"),
+        // A run against an attach compared nothing and exited 0.
+        (&attach, "nothing in common to compare"),
     ] {
         let out = diff(&[&good, bad]);
         let stderr = String::from_utf8_lossy(&out.stderr);

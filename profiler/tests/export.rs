@@ -1154,3 +1154,36 @@ fn attach_interrupted_by_ctrl_c_sigterm_or_sighup_still_exports_complete_results
         );
     }
 }
+
+/// `--export-hdr` into a directory that holds other files: a second export removes the files
+/// the first one wrote that it does not write again (a variant no longer measured), and never
+/// a `.hgrm` or `.hlog` it did not write (it used to delete every one of them).
+#[test]
+fn hdr_export_removes_only_its_own_stale_files() {
+    let dir = scratch("hdr-manifest");
+    let theirs = dir.join("someone-elses.hgrm");
+    std::fs::write(&theirs, "not ours").unwrap();
+    let two = run_data(&Shape::small());
+    hdr::write_dir(&dir, &two).unwrap();
+    let stems: Vec<String> = hdr::series(&two)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.stem)
+        .collect();
+    let one = run_data(&Shape {
+        variants: vec!["lt".into()],
+        ..Shape::small()
+    });
+    hdr::write_dir(&dir, &one).unwrap();
+    let kept: Vec<String> = hdr::series(&one)
+        .unwrap()
+        .into_iter()
+        .map(|s| s.stem)
+        .collect();
+    for stem in &stems {
+        let exists = dir.join(format!("{stem}.hgrm")).exists();
+        assert_eq!(exists, kept.contains(stem), "{stem}");
+    }
+    assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not ours");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

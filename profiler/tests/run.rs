@@ -624,10 +624,11 @@ fn a_users_own_server_is_driven_and_timed_like_a_variant() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    // Against lt, with an interval, and against its own baseline runs.
+    // Against lt and against its own baseline runs: two pairs give no 95% interval, said so.
     assert!(
-        text.lines()
-            .any(|l| l.trim_start().starts_with("cecho") && l.contains('[')),
+        text.lines().any(|l| l.trim_start().starts_with("cecho")
+            && l.contains("(2 pairs: no 95% interval)")
+            && l.contains("undecided: 2 pairs cannot give a 95% interval")),
         "{text}"
     );
     let data: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
@@ -1142,4 +1143,108 @@ fn a_spinner_on_the_server_cpu_is_named_and_the_run_flagged() {
             .any(|l| l.contains(&format!("'sh' (pid {})", spinner.id())) && l.ends_with("yes")),
         "the run's row is flagged: {text}"
     );
+}
+
+/// `run --target` at an HTTP server with the echo workload (a server answering every
+/// connection with an HTTP 400): every request of the first run fails; no more runs are made,
+/// the exit status says a server failed, and the message names --workload http.
+#[test]
+fn a_run_whose_every_request_failed_stops_that_server_and_says_why() {
+    let _serial = serial();
+    const SERVER: &str = r"
+import socket
+s = socket.socket()
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', 0))
+s.listen(128)
+print(s.getsockname()[1], flush=True)
+while True:
+    c, _ = s.accept()
+    c.recv(4096)
+    c.sendall(b'HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
+    c.close()
+";
+    let mut server = Command::new("python3")
+        .args(["-c", SERVER])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    let port: u16 = line.trim().parse().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args(["run", "--target"])
+        .arg(format!("127.0.0.1:{port}"))
+        .arg("--pid")
+        .arg(server.id().to_string())
+        .args(["--runs", "3", "--requests", "50", "--warmup", "0"])
+        .output()
+        .unwrap();
+    server.kill().unwrap();
+    server.wait().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("every request failed, so no more runs of it were made")
+            && stdout.contains("--workload http"),
+        "{stdout}"
+    );
+    let runs = stderr
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains(" profiled "))
+        .count();
+    assert_eq!(runs, 1, "one run, not three: {stderr}");
+}
+
+/// `--explain-cost` turns the kernel's program statistics on through bpf(2)'s BPF_ENABLE_STATS,
+/// held by the process: two runs at once and one killed with SIGKILL leave
+/// `kernel.bpf_stats_enabled` as it was (it used to be set, and left at 1).
+#[test]
+fn explain_cost_leaves_the_machine_wide_statistics_as_they_were() {
+    let _serial = serial();
+    const SYSCTL: &str = "/proc/sys/kernel/bpf_stats_enabled";
+    let before = std::fs::read_to_string(SYSCTL).unwrap();
+    let start = || {
+        Command::new(env!("CARGO_BIN_EXE_profiler"))
+            .args([
+                "run",
+                "--variants",
+                "lt",
+                "--concurrency",
+                "1",
+                "--runs",
+                "2",
+                "--requests",
+                "300",
+                "--warmup",
+                "50",
+                "--explain-cost",
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (first, second, mut killed) = (start(), start(), start());
+    std::thread::sleep(Duration::from_millis(800));
+    killed.kill().unwrap();
+    killed.wait().unwrap();
+    for child in [first, second] {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("Where the profiling cost goes"), "{text}");
+    }
+    assert_eq!(std::fs::read_to_string(SYSCTL).unwrap(), before);
 }

@@ -161,7 +161,7 @@ pub struct Measured {
     pub tracked: Tracked,
     /// ns per iteration, one per round.
     pub samples: Vec<f64>,
-    /// ns per program run as the kernel measured it (`kernel.bpf_stats_enabled`), per program
+    /// ns per program run as the kernel measured it (bpf(2) `BPF_ENABLE_STATS`), per program
     /// name, one per round.
     pub program_ns: Vec<(String, f64)>,
 }
@@ -326,7 +326,7 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     }
     // One more round with the kernel timing every program run: where the added cost goes. Its
     // loop times are left out above, as the statistics themselves cost time.
-    let stats = crate::bpf::BpfStats::enable();
+    let stats = crate::bpf::BpfStats::enable()?;
     // The untraced process's closes too: what the tax (a) is made of.
     // And the sched programs' own cost per run, from the untraced ping-pong.
     for m in results.iter_mut().filter(|m| {
@@ -1075,7 +1075,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         }
     }
     if !programs.is_empty() {
-        out.push_str("\nProgram run time as the kernel counts it, in one extra round with kernel.bpf_stats_enabled=1\n(each figure includes the statistics' own two clock reads; raw_tp programs run for every syscall, so their\nper-run figure averages over dup and close):\n");
+        out.push_str("\nProgram run time as the kernel counts it, in one extra round with the kernel's statistics on (BPF_ENABLE_STATS)\n(each figure includes the statistics' own two clock reads; raw_tp programs run for every syscall, so their\nper-run figure averages over dup and close):\n");
         out.push_str(&programs.render());
     }
     if round_ratios(timer, empty, nothing).len() < timer.samples.len() {

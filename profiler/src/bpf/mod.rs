@@ -767,7 +767,7 @@ impl Session {
     }
 
     /// Per attached program: (name, runs, total run time) as the kernel counts them while
-    /// `kernel.bpf_stats_enabled` is 1 (zeros otherwise). Used by `profiler bench overhead`.
+    /// the kernel's statistics are on ([`BpfStats`]; zeros otherwise). Used by `profiler bench overhead`.
     #[must_use]
     pub fn program_run_stats(&self) -> Vec<(String, u64, Duration)> {
         let mut names: Vec<&str> = self.links.iter().map(|(n, _)| n.as_str()).collect();
@@ -1183,38 +1183,25 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
 // Compile-time guard: the per-process map must have room for the named and forked ranges.
 const _: () = assert!(FIRST_FORKED_PROCESS < OVERFLOW_PROCESS && OVERFLOW_PROCESS < MAX_PROCESSES);
 
-/// `kernel.bpf_stats_enabled = 1` while alive (the kernel then times every program run, for
-/// `profiler bench overhead` and `run --explain-cost`), restored on drop.
+/// The kernel times every program run while this is alive (for `profiler bench overhead` and
+/// `run --explain-cost`): the `BPF_ENABLE_STATS` command of bpf(2) (5.8+), whose statistics stay
+/// on while its file descriptor is open. The kernel counts the holders, so two profilers at once,
+/// or one killed with SIGKILL, leave `kernel.bpf_stats_enabled` as it was: nothing machine-wide
+/// is written.
 pub struct BpfStats {
-    previous: Option<String>,
+    _fd: std::os::fd::OwnedFd,
 }
 
 impl BpfStats {
-    const PATH: &str = "/proc/sys/kernel/bpf_stats_enabled";
-
-    /// Turns the statistics on (a no-op where the sysctl cannot be written: the figures then
-    /// read 0); [`BpfStats::enabled`] says which.
-    #[must_use]
-    pub fn enable() -> Self {
-        let previous = std::fs::read_to_string(Self::PATH).ok();
-        if std::fs::write(Self::PATH, "1").is_err() {
-            return Self { previous: None };
-        }
-        Self { previous }
-    }
-
-    /// Whether the kernel is timing program runs now.
-    #[must_use]
-    pub fn enabled() -> bool {
-        std::fs::read_to_string(Self::PATH).is_ok_and(|v| v.trim() == "1")
-    }
-}
-
-impl Drop for BpfStats {
-    fn drop(&mut self) {
-        if let Some(previous) = &self.previous {
-            let _ = std::fs::write(Self::PATH, previous.trim());
-        }
+    /// Turns the statistics on until drop; one line naming what to do where the kernel refuses.
+    pub fn enable() -> anyhow::Result<Self> {
+        aya::sys::enable_stats(aya::sys::Stats::RunTime)
+            .map(|fd| Self { _fd: fd })
+            .map_err(|e| {
+                anyhow::anyhow!(
+                    "the kernel's program statistics (bpf(2) BPF_ENABLE_STATS, Linux 5.8+) could not be turned on: {e}; run as root or with CAP_SYS_ADMIN"
+                )
+            })
     }
 }
 

@@ -109,17 +109,41 @@ pub fn write_dir(dir: &Path, data: &ExportData) -> Result<()> {
         write_atomic(&dir.join(&hlog), &interval_log(&s, data)?)?;
         written.extend([hgrm, hlog]);
     }
-    // The directory holds this measurement's histograms only: an earlier run's files for
-    // syscalls or variants not measured now would read as part of it.
-    for entry in std::fs::read_dir(dir)?.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = name.ends_with(".hgrm") || name.ends_with(".hlog");
-        if ours && !written.contains(&name) && entry.file_type().is_ok_and(|t| t.is_file()) {
-            std::fs::remove_file(entry.path())
-                .with_context(|| format!("removing the stale '{}'", entry.path().display()))?;
+    // The directory holds this measurement's histograms only: an earlier export's files for
+    // syscalls or variants not measured now would read as part of it. Only files an earlier
+    // export wrote (its manifest names them) are removed: never another program's.
+    let manifest = dir.join(MANIFEST);
+    let before = std::fs::read_to_string(&manifest).unwrap_or_default();
+    for name in before
+        .lines()
+        .filter(|n| is_ours(n) && !written.contains(*n))
+    {
+        let path = dir.join(name);
+        if std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_file()) {
+            std::fs::remove_file(&path)
+                .with_context(|| format!("removing the stale '{}'", path.display()))?;
         }
     }
+    let mut names: Vec<&String> = written.iter().collect();
+    names.sort();
+    let mut list = names
+        .iter()
+        .map(|n| n.as_str())
+        .collect::<Vec<_>>()
+        .join("\n");
+    list.push('\n');
+    write_atomic(&manifest, list.as_bytes())?;
     Ok(())
+}
+
+/// The list of files the last `--export-hdr` into a directory wrote, kept in it.
+pub const MANIFEST: &str = ".syscall-profiler-hdr";
+
+/// A plain `<stem>.hgrm`/`<stem>.hlog` name, no path: what the manifest may name.
+fn is_ours(name: &str) -> bool {
+    (name.ends_with(".hgrm") || name.ends_with(".hlog"))
+        && !name.contains('/')
+        && !name.starts_with('.')
 }
 
 fn empty() -> Histogram<u64> {

@@ -38,7 +38,7 @@ use crate::{
 };
 
 /// Version of the JSON schema (`docs/EXPORT_SCHEMA.md`); bump on incompatible changes.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Where and how the measurements were made.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]

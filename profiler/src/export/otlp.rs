@@ -88,13 +88,25 @@ impl Endpoint {
             bail!("--otlp-endpoint {url}: give an http:// URL, e.g. http://127.0.0.1:4318");
         };
         let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
-        let (host, port) = match authority.rsplit_once(':') {
-            Some((h, p)) => (
-                h,
-                p.parse()
-                    .with_context(|| format!("--otlp-endpoint {url}: port {p} is not a number"))?,
-            ),
-            None => (authority, 4318),
+        let port_of = |p: &str| -> Result<u16> {
+            p.parse()
+                .with_context(|| format!("--otlp-endpoint {url}: port {p} is not a number"))
+        };
+        // An IPv6 literal is bracketed: http://[::1]:4318.
+        let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+            let Some((host, after)) = v6.split_once(']') else {
+                bail!("--otlp-endpoint {url}: an IPv6 address needs its closing ']'");
+            };
+            match after.strip_prefix(':') {
+                Some(p) => (host, port_of(p)?),
+                None if after.is_empty() => (host, 4318),
+                None => bail!("--otlp-endpoint {url}: give [ADDRESS]:PORT"),
+            }
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h, port_of(p)?),
+                None => (authority, 4318),
+            }
         };
         if host.is_empty() {
             bail!("--otlp-endpoint {url}: no host");
@@ -112,11 +124,26 @@ impl Endpoint {
     }
 }
 
-impl std::fmt::Display for Endpoint {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "http://{}:{}{}", self.host, self.port, self.path)
+impl Endpoint {
+    /// HOST:PORT as a URL and a Host header write it (an IPv6 address in brackets).
+    fn authority(&self) -> String {
+        if self.host.contains(':') {
+            format!("[{}]:{}", self.host, self.port)
+        } else {
+            format!("{}:{}", self.host, self.port)
+        }
     }
 }
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "http://{}{}", self.authority(), self.path)
+    }
+}
+
+/// The longest one push may take, connecting and answering included: a collector that hangs
+/// must not hold the profiler's exit (the last push is made then).
+const PUSH_DEADLINE: Duration = Duration::from_secs(2);
 
 /// Pushes snapshots to one endpoint.
 pub struct Pusher {
@@ -324,22 +351,47 @@ fn post(endpoint: &Endpoint, body: &[u8]) -> Result<()> {
         .context("resolving the host")?
         .next()
         .context("the host resolves to no address")?;
-    let mut stream = TcpStream::connect_timeout(&address, Duration::from_secs(5))
+    let deadline = std::time::Instant::now() + PUSH_DEADLINE;
+    let left = || {
+        deadline
+            .saturating_duration_since(std::time::Instant::now())
+            .max(Duration::from_millis(1))
+    };
+    let mut stream = TcpStream::connect_timeout(&address, left())
         .context("connecting (is the collector listening?)")?;
-    stream.set_write_timeout(Some(Duration::from_secs(10)))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    stream.set_write_timeout(Some(left()))?;
     let head = format!(
-        "POST {} HTTP/1.1\r\nHost: {}:{}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\nUser-Agent: syscall-profiler/{}\r\n\r\n",
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/x-protobuf\r\nContent-Length: {}\r\nConnection: close\r\nUser-Agent: syscall-profiler/{}\r\n\r\n",
         endpoint.path,
-        endpoint.host,
-        endpoint.port,
+        endpoint.authority(),
         body.len(),
         env!("CARGO_PKG_VERSION")
     );
     stream.write_all(head.as_bytes())?;
     stream.write_all(body)?;
+    // The answer, read until the collector closes or the deadline passes.
     let mut response = Vec::new();
-    let _ = stream.take(64 * 1024).read_to_end(&mut response);
+    let mut chunk = [0_u8; 4096];
+    while response.len() < 64 * 1024 {
+        if std::time::Instant::now() >= deadline {
+            bail!(
+                "the collector did not answer within {}s",
+                PUSH_DEADLINE.as_secs()
+            );
+        }
+        stream.set_read_timeout(Some(left()))?;
+        match stream.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => response.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                ) => {}
+            Err(e) if response.is_empty() => return Err(e).context("reading the answer"),
+            Err(_) => break,
+        }
+    }
     let text = String::from_utf8_lossy(&response);
     let status: u16 = text
         .split_whitespace()
@@ -367,7 +419,18 @@ mod tests {
                 .to_string(),
             "http://collector:4318/otlp/v1/metrics"
         );
-        for bad in ["https://c:4318", "c:4318", "http://:4318", "http://c:port"] {
+        // IPv6 literals, bracketed.
+        let v6 = Endpoint::parse("http://[::1]:4319").unwrap();
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 4319));
+        assert_eq!(v6.to_string(), "http://[::1]:4319/v1/metrics");
+        assert_eq!(Endpoint::parse("http://[::1]").unwrap().port, 4318);
+        for bad in [
+            "https://c:4318",
+            "c:4318",
+            "http://:4318",
+            "http://c:port",
+            "http://[::1:4318",
+        ] {
             let e = Endpoint::parse(bad).unwrap_err().to_string();
             assert!(e.starts_with("--otlp-endpoint") && !e.contains('\n'), "{e}");
         }

@@ -156,7 +156,7 @@ impl RequestErrorKind {
             Self::Reset => "connections reset or closed mid-answer by the server",
             Self::Timeout => "requests slower than --timeout: raise --timeout or lower the load",
             Self::ShortEcho | Self::WrongEcho => {
-                "the server's echo was incomplete or wrong: a server bug"
+                "the server's echo was incomplete or wrong: a server bug, or a server that does not echo (an HTTP server needs --workload http)"
             }
             Self::HttpStatus => "HTTP answers other than 2xx",
             Self::TooManyFiles => {

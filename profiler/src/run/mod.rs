@@ -447,14 +447,10 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     server::raise_nofile_limit(options.idle_conns as u64 + 4096);
     // --explain-cost: the kernel times program runs while the experiment lasts.
     let _stats = if options.explain_cost {
-        let stats = crate::bpf::BpfStats::enable();
-        if !crate::bpf::BpfStats::enabled() {
-            bail!(
-                "--explain-cost needs kernel.bpf_stats_enabled, which could not be set: run as root, or leave --explain-cost out"
-            );
-        }
+        let stats = crate::bpf::BpfStats::enable()
+            .context("--explain-cost (leave it out to run without the statistics)")?;
         crate::errln!(
-            "--explain-cost: kernel.bpf_stats_enabled is 1 while the experiment runs (each program run then costs two more clock reads), set back after"
+            "--explain-cost: the kernel times every program run while the experiment runs (each run then costs two more clock reads); the statistics end with this process"
         );
         Some(stats)
     } else {
@@ -465,6 +461,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     let progress = Progress::new(options);
     let mut scenarios = Vec::new();
     let mut stopped_early = None;
+    // Servers whose every request failed in a run: they are not run again in later scenarios.
+    let mut hopeless: Vec<(Subject, String)> = Vec::new();
     'scenarios: for spec in &options.scenarios {
         let variants: Vec<Subject> = spec.variants.as_ref().map_or_else(
             || options.variants.clone(),
@@ -524,6 +522,13 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
         // round rotating, so that a disturbance of the machine hits every variant alike and
         // run i of two variants were made next to each other (they are compared in pairs).
         let mut finished = vec![false; variants.len()];
+        for (i, v) in variants.iter().enumerate() {
+            if let Some((_, why)) = hopeless.iter().find(|(h, _)| h == v) {
+                finished[i] = true;
+                result.variants[i].failure =
+                    Some(format!("not run: in an earlier scenario, {why}"));
+            }
+        }
         let plan = run_plan(spec.runs, spec.baseline, spec.strace);
         let mut stopped = false;
         'rounds: for round in 1..=spec.runs {
@@ -569,9 +574,22 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                                     kind.name()
                                 ));
                             }
+                            // Every request failed: more runs would measure the same
+                            // failures; what the failures were is in the message.
+                            let all_failed = run.load.requests == 0 && run.load.errors.total() > 0;
+                            if all_failed && run.server_died.is_none() {
+                                let why = too_many_failures(&run).unwrap_or_default();
+                                vr.failure = Some(format!(
+                                    "every request failed, so no more runs of it were made: {why}"
+                                ));
+                                hopeless.push((
+                                    variant.clone(),
+                                    format!("every request failed: {why}"),
+                                ));
+                            }
                             let died = run.server_died.is_some();
                             vr.runs.push(run);
-                            if died {
+                            if died || all_failed {
                                 finished[i] = true;
                                 break;
                             }

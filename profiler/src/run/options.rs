@@ -112,7 +112,8 @@ pub struct RunArgs {
     #[arg(long)]
     pub baseline: bool,
     /// Where the profiling cost goes: the kernel times every program run during the
-    /// experiment (kernel.bpf_stats_enabled, set back after), and a table per scenario gives
+    /// experiment (bpf(2) BPF_ENABLE_STATS: on while the profiler runs, nothing machine-wide
+    /// is written), and a table per scenario gives
     /// each program's time per request; with --baseline, against the server CPU per request
     /// that profiling added.
     #[arg(long)]
