@@ -80,10 +80,12 @@ pub fn generate_assets(dir: &std::path::Path) -> anyhow::Result<()> {
     // profiler.8, then profiler-attach.8, profiler-bench-overhead.8, ...
     fn pages(command: &clap::Command, name: &str, man: &std::path::Path) -> anyhow::Result<()> {
         use anyhow::Context as _;
+        // The page's name is profiler-attach; its SYNOPSIS is what one types, profiler attach.
         let command = command
             .clone()
             .name(name.to_owned())
-            .display_name(name.to_owned());
+            .display_name(name.to_owned())
+            .bin_name(name.replace('-', " "));
         let mut page = Vec::new();
         clap_mangen::Man::new(command.clone())
             .section("8")
@@ -97,6 +99,17 @@ pub fn generate_assets(dir: &std::path::Path) -> anyhow::Result<()> {
         Ok(())
     }
     pages(&command, "profiler", &man)?;
+    // Completions offer what a user may type: the hidden subcommands (this one) left out.
+    let visible = clap::Command::new("profiler")
+        .version(env!("CARGO_PKG_VERSION"))
+        .args(command.get_arguments().cloned())
+        .subcommands(
+            command
+                .get_subcommands()
+                .filter(|s| !s.is_hide_set())
+                .cloned(),
+        );
+    let command = visible;
     for (shell, file) in [
         (clap_complete::Shell::Bash, "profiler.bash"),
         (clap_complete::Shell::Zsh, "_profiler"),
@@ -193,8 +206,8 @@ pub struct AttachArgs {
     #[arg(long)]
     pub hist: bool,
     /// Split each call's time into on-CPU, blocked (switched out, waiting) and runnable
-    /// (waiting for a CPU), from sched_switch and sched_wakeup; costs ~180 ns on every context
-    /// switch of the machine (docs/BENCHMARKS.md).
+    /// (waiting for a CPU), from sched_switch and sched_wakeup; costs 180-300 ns on every
+    /// context switch of the machine on this project's VMs (docs/BENCHMARKS.md).
     #[arg(long)]
     pub off_cpu: bool,
     /// OTLP push.

@@ -26,8 +26,14 @@ fn main() -> ExitCode {
         1 => log::LevelFilter::Info,
         _ => log::LevelFilter::Debug,
     };
+    // The libraries' own debug lines (aya's BTF relocations: thousands of lines) only at -vvv.
+    let libraries = match cli.verbose {
+        0..=2 => log::LevelFilter::Warn,
+        _ => log::LevelFilter::Debug,
+    };
     env_logger::Builder::new()
-        .filter_level(level)
+        .filter_level(libraries)
+        .filter_module("profiler", level)
         .format_timestamp(None)
         .init();
     if let Err(e) = private_tracefs {

@@ -17,6 +17,18 @@ pub fn parse_interval(s: &str) -> Result<Duration, String> {
     Ok(d)
 }
 
+/// `--slow`: a threshold with its unit (`10ms`, `500us`, `1s`). A bare number is refused: `--slow
+/// 1` read as one second, where a user meant a millisecond as often as not.
+pub fn parse_threshold(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    if !t.is_empty() && t.chars().all(|c| c.is_ascii_digit() || c == '.') {
+        return Err(format!(
+            "'{s}' has no unit: give one, such as {t}ms, {t}us or {t}s"
+        ));
+    }
+    parse_duration(s)
+}
+
 /// Parses `10s`, `500ms`, `2m`, `1h`; a bare number means seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
@@ -56,6 +68,13 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn thresholds_need_a_unit() {
+        assert_eq!(parse_threshold("10ms").unwrap(), Duration::from_millis(10));
+        let e = parse_threshold("1").unwrap_err();
+        assert!(e.contains("has no unit") && e.contains("1ms"), "{e}");
+    }
 
     #[test]
     fn durations_parse_with_units_and_bare_seconds() {

@@ -25,7 +25,9 @@ pub fn build() -> Result<PathBuf> {
             bail!("cargo install cargo-deb failed ({status})");
         }
     }
-    cargo(&["build", "--release", "-p", "profiler"])?;
+    // The same build as `cargo xtask run` (profiler and servers): switching between them
+    // rebuilds nothing.
+    cargo(&["build", "--release", "-p", "profiler", "-p", "servers"])?;
     let assets = root().join("target/package-assets");
     let _ = std::fs::remove_dir_all(&assets);
     let status = Command::new(root().join("target/release/profiler"))
@@ -35,6 +37,17 @@ pub fn build() -> Result<PathBuf> {
         .context("running profiler generate-assets")?;
     if !status.success() {
         bail!("profiler generate-assets failed ({status})");
+    }
+    // The servers `profiler run` drives, stripped (cargo-deb strips the package's own binary).
+    let servers = assets.join("servers");
+    let status = Command::new("strip")
+        .args(["--strip-unneeded", "-o"])
+        .arg(&servers)
+        .arg(root().join("target/release/servers"))
+        .status()
+        .context("running strip")?;
+    if !status.success() {
+        bail!("strip of the servers binary failed ({status})");
     }
     // Man pages are installed compressed (gzip -9n: reproducible).
     for page in std::fs::read_dir(assets.join("man8"))? {
@@ -121,6 +134,27 @@ pub fn check(deb: &Path) -> Result<()> {
     if !version.starts_with("profiler ") {
         bail!("the installed profiler --version printed {version:?}");
     }
+    // The headline command, from the package alone: its servers are found beside it.
+    let run = Command::new(dir.join("usr/bin/profiler"))
+        .args([
+            "run",
+            "--variants",
+            "lt",
+            "--concurrency",
+            "1",
+            "--runs",
+            "1",
+            "--requests",
+            "100",
+        ])
+        .output()
+        .context("running the installed profiler run")?;
+    if !run.status.success() {
+        bail!(
+            "the installed `profiler run` failed: {}",
+            String::from_utf8_lossy(&run.stderr).trim()
+        );
+    }
     let page = dir.join("usr/share/man/man8/profiler-serve.8.gz");
     let man = Command::new("man")
         .arg("-l")
@@ -133,6 +167,13 @@ pub fn check(deb: &Path) -> Result<()> {
     if !man.status.success() || !text.contains("--web-config") {
         bail!("man -l {} did not render the serve page", page.display());
     }
+    if !text.contains("profiler serve [") {
+        bail!("the serve page's SYNOPSIS does not read `profiler serve`: {text}");
+    }
+    let bash = std::fs::read_to_string(dir.join("usr/share/bash-completion/completions/profiler"))?;
+    if bash.contains("generate-assets") {
+        bail!("the bash completions offer the hidden generate-assets");
+    }
     for file in [
         "usr/share/bash-completion/completions/profiler",
         "usr/share/zsh/vendor-completions/_profiler",
@@ -144,7 +185,7 @@ pub fn check(deb: &Path) -> Result<()> {
         }
     }
     eprintln!(
-        "package: installed into {}: {} runs, its man pages render",
+        "package: installed into {}: {} runs, `profiler run` completes with its servers, its man pages render",
         dir.display(),
         version.trim()
     );

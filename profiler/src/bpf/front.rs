@@ -126,8 +126,10 @@ pub fn preemptible_kernel() -> Option<String> {
         };
         let built = || {
             let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
-            let config =
-                std::fs::read_to_string(format!("/boot/config-{}", release.trim())).ok()?;
+            // The build config: /boot's copy, else the kernel's own (/proc/config.gz).
+            let config = std::fs::read_to_string(format!("/boot/config-{}", release.trim()))
+                .ok()
+                .or_else(proc_config)?;
             ["NONE", "VOLUNTARY", "LAZY"]
                 .into_iter()
                 .find(|m| config.lines().any(|l| l == format!("CONFIG_PREEMPT_{m}=y")))
@@ -145,6 +147,18 @@ pub fn preemptible_kernel() -> Option<String> {
         Some(model) => Some(format!("the kernel preempts kernel code (preempt={model})")),
         None => Some("the kernel's preemption model could not be read".to_owned()),
     }
+}
+
+/// `/proc/config.gz` (CONFIG_IKCONFIG_PROC), decompressed by `zcat`; `None` without either.
+fn proc_config() -> Option<String> {
+    let out = std::process::Command::new("zcat")
+        .arg("/proc/config.gz")
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// The parsed kernel BTF, read once per process (a few MB; each fentry program's load needs

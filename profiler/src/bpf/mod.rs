@@ -275,7 +275,15 @@ impl Session {
                     .map_err(SetupError::FentryUnavailable)?,
             ),
             (Programs::Profiler, SyscallAttach::Auto) => {
-                match front::preemptible_kernel()
+                // A locked-down kernel refuses fentry whatever else holds: said first.
+                let locked = match environment::lockdown_mode().as_deref() {
+                    Some(mode @ ("integrity" | "confidentiality")) => Some(format!(
+                        "the kernel is locked down ({mode}): fentry is refused there"
+                    )),
+                    _ => None,
+                };
+                match locked
+                    .or_else(front::preemptible_kernel)
                     .map_or_else(|| front::fentry_targets(&config.syscalls, compat), Err)
                 {
                     Ok(targets) => SyscallFront::Fentry(targets),

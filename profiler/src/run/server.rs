@@ -509,10 +509,12 @@ pub fn raise_nofile_limit(wanted: u64) {
 pub fn default_server_binary() -> Option<PathBuf> {
     let me = std::env::current_exe().ok()?;
     let dir = me.parent()?;
-    // Tests run from target/debug/deps; the binaries are one level up.
+    // Tests run from target/debug/deps; the binaries are one level up. The package installs
+    // it under /usr/lib/syscall-profiler, beside /usr/bin.
     [
         dir.join("servers"),
         dir.parent().map(|p| p.join("servers")).unwrap_or_default(),
+        dir.join("../lib/syscall-profiler/servers"),
     ]
     .into_iter()
     .find(|p| Path::new(p).is_file())

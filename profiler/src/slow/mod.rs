@@ -30,7 +30,7 @@ use serde::Serialize;
 
 use self::symbols::{Frame, ProcessMaps, Symbols};
 use crate::{
-    parse::parse_duration,
+    parse::parse_threshold,
     report::{document::Section, table::Table, units::duration},
 };
 
@@ -39,7 +39,7 @@ use crate::{
 pub struct SlowArgs {
     /// Record every traced call at least this long (e.g. 1ms) with its kernel and user stacks,
     /// and print the slowest, grouped by stack (turns --off-cpu on).
-    #[arg(long, value_name = "THRESHOLD", value_parser = parse_duration)]
+    #[arg(long, value_name = "THRESHOLD", value_parser = parse_threshold)]
     pub slow: Option<Duration>,
     /// How many stacks --slow prints, slowest call first.
     #[arg(
@@ -111,7 +111,15 @@ impl SlowSample {
         let holders: Vec<String> = self
             .runnable_by
             .iter()
-            .map(|h| format!("'{}' (pid {}) {}", h.comm, h.pid, duration(h.ns)))
+            .map(|h| {
+                // The idle task holds an idle CPU: the thread was woken and the CPU had still
+                // to wake up and switch to it, not a task in its way.
+                if h.pid == 0 {
+                    format!("nothing (idle, waking up) {}", duration(h.ns))
+                } else {
+                    format!("'{}' (pid {}) {}", h.comm, h.pid, duration(h.ns))
+                }
+            })
             .collect();
         let mut line = format!(
             "runnable {}: its CPU ran {}",
