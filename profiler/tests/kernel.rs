@@ -1009,7 +1009,10 @@ fn slow_calls_name_the_task_that_held_their_cpu() {
         let ours = sample
             .runnable_by
             .iter()
-            .filter(|h| h.pid == spinner as u32 || h.pid == std::process::id())
+            .filter(|h| {
+                h.pid == spinner.pid
+                    || std::path::Path::new(&format!("/proc/self/task/{}", h.pid)).exists()
+            })
             .map(|h| h.ns)
             .max()
             .unwrap_or(0);
