@@ -497,3 +497,88 @@ mod tests {
         assert!(pidfd.exited());
     }
 }
+
+/// The processes holding a socket that listens where `addr` is served: the `LISTEN` sockets of
+/// `/proc/net/tcp` and `tcp6` on its port, bound to its address or to every address (a
+/// dual-stack `[::]` one included), found by inode among every process's descriptors. A
+/// pre-forked server (an nginx master and its workers) shares one socket among them all.
+/// Sockets of other network namespaces are not seen (this process's `/proc/net` is its own).
+#[must_use]
+pub fn listening_socket_owners(addr: std::net::SocketAddr) -> Vec<u32> {
+    let inodes = listening_inodes(addr);
+    if inodes.is_empty() {
+        return Vec::new();
+    }
+    let mut owners = Vec::new();
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return owners;
+    };
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        let holds = fds.flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|link| {
+                link.to_str()
+                    .and_then(|l| l.strip_prefix("socket:["))
+                    .and_then(|l| l.strip_suffix(']'))
+                    .and_then(|n| n.parse::<u64>().ok())
+                    .is_some_and(|inode| inodes.contains(&inode))
+            })
+        });
+        if holds {
+            owners.push(pid);
+        }
+    }
+    owners.sort_unstable();
+    owners
+}
+
+/// The inodes of the `LISTEN` sockets that accept connections to `addr`.
+fn listening_inodes(addr: std::net::SocketAddr) -> Vec<u64> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let mut inodes = Vec::new();
+    for (file, v6) in [("/proc/net/tcp", false), ("/proc/net/tcp6", true)] {
+        let text = std::fs::read_to_string(file).unwrap_or_default();
+        for line in text.lines().skip(1) {
+            let f: Vec<&str> = line.split_whitespace().collect();
+            // sl local rem st ... inode (the tenth field)
+            if f.len() < 10 || f[3] != "0A" {
+                continue;
+            }
+            let Some((ip_hex, port_hex)) = f[1].split_once(':') else {
+                continue;
+            };
+            if u16::from_str_radix(port_hex, 16).ok() != Some(addr.port()) {
+                continue;
+            }
+            // The kernel prints each 32-bit word of the address (network order in memory) as a
+            // host integer: on x86, 127.0.0.1 reads 0100007F.
+            let words: Vec<[u8; 4]> = (0..ip_hex.len() / 8)
+                .filter_map(|i| u32::from_str_radix(&ip_hex[i * 8..i * 8 + 8], 16).ok())
+                .map(u32::to_ne_bytes)
+                .collect();
+            let bound = if v6 && words.len() == 4 {
+                let mut bytes = [0u8; 16];
+                for (i, w) in words.iter().enumerate() {
+                    bytes[i * 4..i * 4 + 4].copy_from_slice(w);
+                }
+                IpAddr::V6(Ipv6Addr::from(bytes))
+            } else if words.len() == 1 {
+                IpAddr::V4(Ipv4Addr::from(words[0]))
+            } else {
+                continue;
+            };
+            let serves = bound.is_unspecified()
+                || bound == addr.ip()
+                || matches!((bound, addr.ip()), (IpAddr::V6(b), IpAddr::V4(a)) if b.to_ipv4_mapped() == Some(a));
+            if serves && let Ok(inode) = f[9].parse::<u64>() {
+                inodes.push(inode);
+            }
+        }
+    }
+    inodes
+}

@@ -725,7 +725,10 @@ fn measure_run(
                 // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
                 // program (a 32-bit one, or a script).
                 compat: !crate::process::is_elf64(&server_spec.program()),
-                ..SessionConfig::new(options.syscalls.clone(), Target::Processes(vec![pid]))
+                ..SessionConfig::new(
+                    options.syscalls.clone(),
+                    Target::Processes(traced(variant, pid)),
+                )
             })?;
             *session.borrow_mut() = Some(s);
         }
@@ -783,7 +786,7 @@ fn measure_run(
     let pids = match &session {
         Some(s) => s.tracked_pids()?,
         // Unprofiled: the server and every process under it (mp's workers, a user server's).
-        None => server::with_descendants(server.pid()),
+        None => traced(variant, server.pid()),
     };
     let cpu_before = server::cpu_time(&pids);
     let noise = noise::Probe::start(&options.server_cpus_of(spec));
@@ -800,7 +803,7 @@ fn measure_run(
     };
     let pids_after = match &session {
         Some(s) => s.tracked_pids()?,
-        None => server::with_descendants(server.pid()),
+        None => traced(variant, server.pid()),
     };
     let cpu_after = server::cpu_time(&pids_after);
     let noise = noise.finish(&pids_after);
@@ -842,6 +845,25 @@ fn measure_run(
         front,
         noise: Some(noise),
     }))
+}
+
+/// The processes a profiled run traces from the start: the one started, or every process of
+/// a running server that holds its listening socket, with the children they had forked
+/// already (the kernel programs follow the ones forked later).
+fn traced(variant: &Subject, pid: u32) -> Vec<u32> {
+    let roots = match variant {
+        Subject::Running(r) => r.pids.clone(),
+        _ => vec![pid],
+    };
+    let mut all: Vec<u32> = Vec::new();
+    for root in roots {
+        for p in server::with_descendants(root) {
+            if !all.contains(&p) {
+                all.push(p);
+            }
+        }
+    }
+    all
 }
 
 /// Each program's runs and run time between two readings of the kernel's statistics.

@@ -28,8 +28,10 @@ pub enum Subject {
 pub struct RunningServer {
     /// How the reports name it: its command name and pid (`nginx-1234`).
     pub name: String,
-    /// The process to trace (its threads and the children it forks are followed).
-    pub pid: u32,
+    /// The processes that hold its listening socket (a pre-forked server's master and
+    /// workers), all traced, with their threads and the children they fork; the first is the
+    /// one named.
+    pub pids: Vec<u32>,
     /// Where the load goes.
     pub addr: std::net::SocketAddr,
 }

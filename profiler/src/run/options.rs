@@ -41,9 +41,12 @@ pub struct RunArgs {
     /// started nor stopped; the only server of the run.
     #[arg(long, value_name = "HOST:PORT", requires = "pid", conflicts_with_all = ["variants", "server_cmd", "preset", "strace", "server_cpus", "workers", "lt_epollout"])]
     pub target: Option<String>,
-    /// The process of the --target server (its threads and the children it forks are traced).
-    #[arg(long, requires = "target")]
-    pub pid: Option<u32>,
+    /// The process of the --target server: one pid, or several (`"$(pidof nginx)"`, or
+    /// comma-separated). Every process that holds its listening socket is traced (a
+    /// pre-forked server's workers too), with the children they fork; a pid that holds none
+    /// is refused.
+    #[arg(long, requires = "target", value_parser = parse_pids)]
+    pub pid: Option<PidList>,
     /// Traffic.
     #[arg(long, value_enum, default_value_t = Workload::ShortEcho)]
     pub workload: Workload,
@@ -143,23 +146,69 @@ pub struct RunArgs {
     pub exports: ExportArgs,
 }
 
-/// `--target HOST:PORT --pid PID`: the address resolved, the process checked, named after its
-/// command.
-fn running_server(target: &str, pid: u32) -> Result<RunningServer> {
+/// `--pid`'s pids: separated by spaces (`"$(pidof nginx)"`) or commas.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PidList(pub Vec<u32>);
+
+fn parse_pids(text: &str) -> Result<PidList, String> {
+    let pids: Result<Vec<u32>, String> = text
+        .split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            w.parse::<u32>().map_err(|_| {
+                format!("'{w}' is not a pid: give pids as numbers, e.g. 1234 or \"$(pidof nginx)\"")
+            })
+        })
+        .collect();
+    match pids? {
+        p if p.is_empty() => Err("no pid given: e.g. --pid 1234".to_owned()),
+        p => Ok(PidList(p)),
+    }
+}
+
+/// `--target HOST:PORT --pid PID...`: the address resolved; the processes that hold the socket
+/// listening there found, each pid given checked to be one of them; named after the first
+/// given.
+fn running_server(target: &str, given: &[u32]) -> Result<RunningServer> {
     use std::net::ToSocketAddrs as _;
     let addr = target
         .to_socket_addrs()
         .with_context(|| format!("--target {target}: give HOST:PORT (e.g. 127.0.0.1:8080)"))?
         .next()
         .with_context(|| format!("--target {target}: the name resolves to no address"))?;
-    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm"))
-        .with_context(|| format!("--pid {pid}: no such process"))?;
-    if pid == std::process::id() {
-        bail!("--pid {pid} is the profiler itself: give the server's pid");
+    for &pid in given {
+        if pid == std::process::id() {
+            bail!("--pid {pid} is the profiler itself: give the server's pid");
+        }
+        if !std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process");
+        }
     }
+    let owners = crate::process::listening_socket_owners(addr);
+    if owners.is_empty() {
+        bail!(
+            "--target {target}: no process of this network namespace listens there: start the server, or give the address it listens on"
+        );
+    }
+    if let Some(stranger) = given.iter().find(|p| !owners.contains(p)) {
+        bail!(
+            "--pid {stranger} does not hold the socket listening on {addr} (the processes that do: {}): give one of them",
+            owners
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let first = given[0];
+    let comm = std::fs::read_to_string(format!("/proc/{first}/comm"))
+        .with_context(|| format!("--pid {first}: no such process"))?;
+    // The pids given first (the first names the server), then the other owners.
+    let mut pids = given.to_vec();
+    pids.extend(owners.into_iter().filter(|o| !given.contains(o)));
     Ok(RunningServer {
-        name: format!("{}-{pid}", comm.trim()),
-        pid,
+        name: format!("{}-{first}", comm.trim()),
+        pids,
         addr,
     })
 }
@@ -235,8 +284,8 @@ pub const DEFAULT_MAX_RUNS: u32 = 30;
 /// Validates `args` and builds the options (syscall names are resolved by the caller's check of
 /// tracefs first).
 pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
-    let running = match (&args.target, args.pid) {
-        (Some(target), Some(pid)) => Some(running_server(target, pid)?),
+    let running = match (&args.target, &args.pid) {
+        (Some(target), Some(pids)) => Some(running_server(target, &pids.0)?),
         _ => None,
     };
     let builtin = match &args.variants {
@@ -372,7 +421,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
     };
     // A running server stays on the CPUs it has: the report says which.
     let server_cpus = match &running {
-        Some(r) => process_cpus(r.pid)?,
+        Some(r) => process_cpus(r.pids[0])?,
         None => server_cpus,
     };
     Ok(RunOptions {

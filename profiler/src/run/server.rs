@@ -102,7 +102,7 @@ impl ServerSpec {
                 .next()
                 .and_then(|w| crate::process::resolve_program(w).ok())
                 .unwrap_or_default(),
-            Subject::Running(r) => PathBuf::from(format!("/proc/{}/exe", r.pid)),
+            Subject::Running(r) => PathBuf::from(format!("/proc/{}/exe", r.pids[0])),
         }
     }
 }
@@ -185,15 +185,16 @@ impl Server {
         r: &super::model::RunningServer,
         before_exec: impl FnOnce(u32) -> Result<()>,
     ) -> Result<Self> {
-        if !Path::new(&format!("/proc/{}", r.pid)).exists() {
-            bail!("--pid {}: no such process (it exited?)", r.pid);
+        let pid = r.pids[0];
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            bail!("--pid {pid}: no such process (it exited?)");
         }
-        before_exec(r.pid)?;
+        before_exec(pid)?;
         TcpStream::connect_timeout(&r.addr, Duration::from_secs(5))
             .with_context(|| format!("--target {}: nothing accepts connections there", r.addr))?;
         Ok(Self {
             child: None,
-            pid: r.pid,
+            pid,
             addr: r.addr,
             _lines: mpsc::channel().1,
             ended: None,
