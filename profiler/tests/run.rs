@@ -1374,3 +1374,61 @@ signal.pause()
         );
     }
 }
+
+/// What a `--server-cmd` server leaves behind goes with it: a helper that called setsid
+/// (another process group, reparented when its parent exits), a server started with `CMD &`
+/// (the shell exits at once: reported as exited, its orphan killed), and a command that never
+/// listens. All three kept running after `run` before.
+#[test]
+fn server_commands_leave_nothing_running() {
+    let _serial = serial();
+    let marker = |n: u32| format!("{}.{}", 400 + n * 100 + std::process::id() % 97, n);
+    let servers = servers_binary();
+    let commands = [
+        format!(
+            "sid=setsid -f sleep {}; exec {} --mode lt --port {{port}}",
+            marker(1),
+            servers.display()
+        ),
+        format!(
+            "bg=sleep {} & {} --mode lt --port {{port}} &",
+            marker(2),
+            servers.display()
+        ),
+        format!("never=sleep {} # {{port}}", marker(3)),
+    ];
+    for command in &commands {
+        let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+            .args(["run", "--server-cmd", command])
+            .args([
+                "--concurrency",
+                "1",
+                "--runs",
+                "1",
+                "--requests",
+                "100",
+                "--warmup",
+                "0",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.code().is_some(), "{command}: {out:?}");
+    }
+    let left = || -> Vec<String> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| {
+                (1..=3).any(|n| c.contains(&format!("sleep {}", marker(n))))
+                    || (c.contains(&servers.display().to_string()) && c.contains("--mode lt"))
+            })
+            .collect()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(2);
+    while !left().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(left().is_empty(), "left running: {:?}", left());
+}

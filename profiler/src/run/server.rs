@@ -119,6 +119,9 @@ pub struct Server {
     _lines: mpsc::Receiver<String>,
     ended: Option<i32>,
     log: File,
+    /// This process's children before the server started: any other child at the stop is
+    /// something the server left behind (an orphan reparented to us, the subreaper).
+    children_before: Vec<u32>,
 }
 
 impl Server {
@@ -133,6 +136,10 @@ impl Server {
         };
         let command = spec.command(port);
         let log = tempfile::tempfile().context("creating a file for the server's stderr")?;
+        // What the server leaves behind when it goes (a `CMD &`, a daemon that called setsid)
+        // is reparented to this process rather than to init, and killed at its stop.
+        become_subreaper();
+        let children_before = children_of(std::process::id());
         let mut child =
             StoppedChild::spawn(&command, true, Some(&log), true).with_context(|| {
                 format!(
@@ -149,6 +156,7 @@ impl Server {
         };
         if let Err(e) = pinned.and_then(|()| before_exec(child.pid)) {
             child.kill();
+            kill_left_behind(&[], &children_before);
             return Err(e);
         }
         child.resume()?;
@@ -164,7 +172,9 @@ impl Server {
         let addr = match ready {
             Ok(addr) => addr,
             Err(e) => {
+                let tree = with_descendants(child.pid);
                 child.kill();
+                kill_left_behind(&tree, &children_before);
                 let tail = last_line(&log);
                 return Err(e.context(format!("the {} server did not start{tail}", spec.variant)));
             }
@@ -176,6 +186,7 @@ impl Server {
             _lines: lines,
             ended: None,
             log,
+            children_before,
         })
     }
 
@@ -199,6 +210,7 @@ impl Server {
             _lines: mpsc::channel().1,
             ended: None,
             log: tempfile::tempfile().context("creating an empty server log")?,
+            children_before: Vec::new(),
         })
     }
 
@@ -236,9 +248,12 @@ impl Server {
             self.ended = child.try_wait()?;
         }
         if let Some(code) = self.ended {
-            self.kill_leftovers();
+            self.kill_leftovers(&[]);
             return Ok(describe_exit(code));
         }
+        // Its whole tree now, while the parent links hold (a child that called setsid is in
+        // another process group but still its descendant).
+        let tree = with_descendants(self.pid);
         let grace = if under_strace {
             for pid in children_of(self.pid) {
                 // SAFETY: signalling the traced server.
@@ -253,17 +268,20 @@ impl Server {
             .as_mut()
             .map_or(Ok(0), |child| child.terminate(grace))?;
         self.ended = Some(code);
-        self.kill_leftovers();
+        self.kill_leftovers(&tree);
         Ok(describe_exit(code))
     }
 
     /// The server runs in a process group of its own: whatever it started and left behind
     /// (a wrapper script's children, a forking server's workers) goes with it.
-    fn kill_leftovers(&self) {
+    /// SIGKILL to the server's process group, to `tree` (its descendants as they were), and to
+    /// every child this process gained since the server started (orphans it left behind).
+    fn kill_leftovers(&self, tree: &[u32]) {
         if self.child.is_some() {
             // SAFETY: signalling the process group we created for the server (setpgid in the
             // child).
             unsafe { libc::kill(-(self.pid as i32), libc::SIGKILL) };
+            kill_left_behind(tree, &self.children_before);
         }
     }
 }
@@ -274,8 +292,9 @@ impl Drop for Server {
         if self.ended.is_none()
             && let Some(child) = &mut self.child
         {
+            let tree = with_descendants(self.pid);
             let _ = child.terminate(Duration::from_secs(1));
-            self.kill_leftovers();
+            self.kill_leftovers(&tree);
         }
     }
 }
@@ -468,6 +487,50 @@ pub fn cpu_time(pids: &[u32]) -> CpuTime {
         }
     }
     total
+}
+
+/// Makes this process the subreaper of what it starts (PR_SET_CHILD_SUBREAPER): a process whose
+/// parent exits is reparented here instead of to init, so a server's leftovers stay findable.
+fn become_subreaper() {
+    // SAFETY: prctl with integer arguments only.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+}
+
+/// SIGKILL to every pid of `tree` still alive, and to each child of this process not in
+/// `children_before` with its descendants; then reaps the children (so none stays a zombie).
+fn kill_left_behind(tree: &[u32], children_before: &[u32]) {
+    let me = std::process::id();
+    let mut victims: Vec<u32> = tree.iter().copied().filter(|&p| p != me).collect();
+    let new_children: Vec<u32> = children_of(me)
+        .into_iter()
+        .filter(|c| !children_before.contains(c))
+        .collect();
+    for &c in &new_children {
+        for p in with_descendants(c) {
+            if !victims.contains(&p) {
+                victims.push(p);
+            }
+        }
+    }
+    for &p in &victims {
+        // SAFETY: signalling processes the server started (found by parent links just now).
+        unsafe { libc::kill(p as i32, libc::SIGKILL) };
+    }
+    // Our own children among them (reparented orphans): reaped, waiting up to a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    let mut left: Vec<u32> = children_of(me)
+        .into_iter()
+        .filter(|c| victims.contains(c))
+        .collect();
+    while !left.is_empty() && std::time::Instant::now() < deadline {
+        // SAFETY: reaping our own children by pid, without blocking.
+        left.retain(
+            |&c| unsafe { libc::waitpid(c as i32, std::ptr::null_mut(), libc::WNOHANG) } == 0,
+        );
+        if !left.is_empty() {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
 }
 
 /// `sync; echo 3 > /proc/sys/vm/drop_caches`: a cold page cache and dentry cache.
