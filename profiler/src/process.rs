@@ -437,67 +437,6 @@ pub fn is_elf64(path: &std::path::Path) -> bool {
         .is_ok_and(|()| header[..4] == *b"\x7fELF" && header[4] == 2)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn proc_info_maps_a_thread_to_its_process_and_knows_kernel_threads() {
-        let me = std::process::id();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            // SAFETY: as above.
-            tx.send(unsafe { libc::gettid() } as u32).unwrap();
-            let _ = done_rx.recv();
-        });
-        let tid = rx.recv().unwrap();
-        let info = proc_info(tid).expect("/proc/TID of a live thread");
-        assert_eq!(info.tgid, me);
-        assert!(!info.kernel_thread);
-        done_tx.send(()).unwrap();
-        thread.join().unwrap();
-        let kthreadd = proc_info(2).expect("pid 2 is kthreadd");
-        assert!(kthreadd.kernel_thread, "{kthreadd:?}");
-    }
-
-    #[test]
-    fn descendants_are_found_through_a_grandchild() {
-        let mut shell = std::process::Command::new("/bin/sh")
-            .args(["-c", "sleep 30 & sleep 30 & wait"])
-            .spawn()
-            .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        let found = loop {
-            let found = descendants(shell.id());
-            if found.len() >= 2 || Instant::now() > deadline {
-                break found;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        };
-        let _ = shell.kill();
-        for pid in &found {
-            // SAFETY: signalling the sleeps we started.
-            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
-        }
-        let _ = shell.wait();
-        assert_eq!(found.len(), 2, "{found:?}");
-    }
-
-    #[test]
-    fn a_pidfd_sees_the_exit_of_its_process() {
-        let mut child = std::process::Command::new("sleep")
-            .arg("30")
-            .spawn()
-            .unwrap();
-        let pidfd = PidFd::open(child.id()).unwrap();
-        assert!(!pidfd.exited());
-        child.kill().unwrap();
-        child.wait().unwrap();
-        assert!(pidfd.exited());
-    }
-}
-
 /// The processes holding a socket that listens where `addr` is served: the `LISTEN` sockets of
 /// `/proc/net/tcp` and `tcp6` on its port, bound to its address or to every address (a
 /// dual-stack `[::]` one included), found by inode among every process's descriptors. A
@@ -581,4 +520,65 @@ fn listening_inodes(addr: std::net::SocketAddr) -> Vec<u64> {
         }
     }
     inodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn proc_info_maps_a_thread_to_its_process_and_knows_kernel_threads() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            // SAFETY: as above.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        let info = proc_info(tid).expect("/proc/TID of a live thread");
+        assert_eq!(info.tgid, me);
+        assert!(!info.kernel_thread);
+        done_tx.send(()).unwrap();
+        thread.join().unwrap();
+        let kthreadd = proc_info(2).expect("pid 2 is kthreadd");
+        assert!(kthreadd.kernel_thread, "{kthreadd:?}");
+    }
+
+    #[test]
+    fn descendants_are_found_through_a_grandchild() {
+        let mut shell = std::process::Command::new("/bin/sh")
+            .args(["-c", "sleep 30 & sleep 30 & wait"])
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let found = loop {
+            let found = descendants(shell.id());
+            if found.len() >= 2 || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        let _ = shell.kill();
+        for pid in &found {
+            // SAFETY: signalling the sleeps we started.
+            unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+        }
+        let _ = shell.wait();
+        assert_eq!(found.len(), 2, "{found:?}");
+    }
+
+    #[test]
+    fn a_pidfd_sees_the_exit_of_its_process() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pidfd = PidFd::open(child.id()).unwrap();
+        assert!(!pidfd.exited());
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert!(pidfd.exited());
+    }
 }
