@@ -264,11 +264,13 @@ impl Symbols {
             .symbolizer
             .symbolize(&self.kernel, Input::AbsAddr(addresses))
         {
-            Ok(symbols) => symbols
-                .iter()
-                .zip(addresses)
-                .map(|(s, &a)| frame_of(s, a, None))
-                .collect(),
+            Ok(symbols) => without_own_frames(
+                symbols
+                    .iter()
+                    .zip(addresses)
+                    .map(|(s, &a)| frame_of(s, a, None))
+                    .collect(),
+            ),
             Err(e) => {
                 log::debug!("kernel symbolization failed: {e}");
                 addresses.iter().map(|&a| unknown(a, None)).collect()
@@ -335,9 +337,43 @@ fn unknown(address: u64, module: Option<&Path>) -> Frame {
     Frame::named(format!("0x{address:x}"), module)
 }
 
+/// A kernel stack without the profiler's own frames: taken inside its program, it begins
+/// (innermost) with the program (`bpf_prog_..._btf_sched_switch`) and the trampoline that ran it
+/// (`bpf_trace_run4`, `__bpf_trace_sched_switch`, `__traceiter_sched_switch`), which are the
+/// measuring, not the measured.
+fn without_own_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
+    let own = |f: &Frame| {
+        f.function.starts_with("bpf_prog_")
+            || f.function.starts_with("bpf_trace_run")
+            || f.function.starts_with("__bpf_trace_")
+            || f.function.starts_with("__traceiter_")
+            || f.function.starts_with("bpf_trampoline_")
+    };
+    let skip = frames.iter().take_while(|f| own(f)).count();
+    frames.drain(..skip);
+    frames
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_profilers_own_frames_are_stripped_from_the_top_of_kernel_stacks() {
+        let f = |n: &str| Frame::named(n, None);
+        let stack = vec![
+            f("bpf_prog_6deef7357e7b4530_btf_sched_switch"),
+            f("bpf_trace_run4"),
+            f("__traceiter_sched_switch"),
+            f("__schedule"),
+            f("schedule"),
+        ];
+        let names: Vec<String> = without_own_frames(stack)
+            .into_iter()
+            .map(|f| f.function)
+            .collect();
+        assert_eq!(names, ["__schedule", "schedule"]);
+    }
 
     #[test]
     fn maps_keep_file_mappings_with_their_offsets() {
