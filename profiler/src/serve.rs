@@ -2,7 +2,8 @@
 //! start, as Prometheus metrics on `GET /metrics` (the format of `--export-prom`). Every host runs
 //! one; an existing Prometheus scrapes them all.
 //!
-//! Each connection gets a thread of its own, at most [`MAX_CONNECTIONS`] at once, and
+//! Each connection gets a thread of its own, at most [`MAX_CONNECTIONS`] at once (the idlest
+//! is closed to make room for a new one), and
 //! [`REQUEST_DEADLINE`] for its whole request: a slow or idle client (slowloris) holds only its
 //! own thread, never another's scrape. Rendering takes a lock around the maps, under a
 //! millisecond.
@@ -49,7 +50,8 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 /// dropped: a deadline for the request, not a timeout per read.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(2);
 
-/// Connections served at once; one more is answered 503 and closed.
+/// Connections served at once; when full, the idlest one (no request yet) is closed for a new
+/// one, and a 503 goes out only when every one is being answered.
 pub const MAX_CONNECTIONS: usize = 64;
 
 /// An attached session and what a scrape needs to describe it.
@@ -248,6 +250,7 @@ fn serve_shared(
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
     let active = AtomicUsize::new(0);
+    let slots = Slots::default();
     std::thread::scope(|scope| -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
             if !readable(listener, 200)? {
@@ -255,6 +258,17 @@ fn serve_shared(
             }
             match listener.accept() {
                 Ok((mut stream, _)) => {
+                    // Full: the connection that has waited longest without sending a request
+                    // makes room (idle clients that reconnect at once took every slot, and
+                    // every scrape got a 503); a 503 only when every slot is answering.
+                    if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS && slots.evict_idlest() {
+                        let deadline = Instant::now() + Duration::from_millis(100);
+                        while active.load(Ordering::SeqCst) >= MAX_CONNECTIONS
+                            && Instant::now() < deadline
+                        {
+                            std::thread::sleep(Duration::from_micros(200));
+                        }
+                    }
                     if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
                         active.fetch_sub(1, Ordering::SeqCst);
                         let _ = stream.set_nonblocking(true);
@@ -263,17 +277,20 @@ fn serve_shared(
                         );
                         continue;
                     }
-                    let active = &active;
+                    let slot = slots.open(&stream);
+                    let (active, slots) = (&active, &slots);
                     let spawned = std::thread::Builder::new()
                         .name("serve-conn".into())
                         .spawn_scoped(scope, move || {
                             // A client that misbehaves loses its connection, never the server.
-                            if let Err(e) = answer(stream, source, web) {
+                            if let Err(e) = answer(stream, source, web, || slots.answering(slot)) {
                                 log::info!("request failed: {e:#}");
                             }
+                            slots.close(slot);
                             active.fetch_sub(1, Ordering::SeqCst);
                         });
                     if let Err(e) = spawned {
+                        slots.close(slot);
                         active.fetch_sub(1, Ordering::SeqCst);
                         log::warn!("no thread for a connection: {e}");
                     }
@@ -285,6 +302,77 @@ fn serve_shared(
         }
         Ok(())
     })
+}
+
+/// The open connections: when each came, whether its request has arrived, and a handle to
+/// shut it down with (its thread's read then ends at once).
+#[derive(Default)]
+struct Slots {
+    open: Mutex<Vec<Slot>>,
+    next: AtomicUsize,
+}
+
+struct Slot {
+    id: usize,
+    since: Instant,
+    answering: bool,
+    stream: Option<TcpStream>,
+}
+
+impl Slots {
+    fn open(&self, stream: &TcpStream) -> usize {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.push(Slot {
+            id,
+            since: Instant::now(),
+            answering: false,
+            stream: stream.try_clone().ok(),
+        });
+        id
+    }
+
+    /// Its request has arrived: it is no longer idle, and is never evicted.
+    fn answering(&self, id: usize) {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(s) = open.iter_mut().find(|s| s.id == id) {
+            s.answering = true;
+        }
+    }
+
+    fn close(&self, id: usize) {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        open.retain(|s| s.id != id);
+    }
+
+    /// Shuts down the connection that has waited longest for its request; false when every
+    /// connection is being answered.
+    fn evict_idlest(&self) -> bool {
+        let mut open = self
+            .open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(idlest) = open
+            .iter_mut()
+            .filter(|s| !s.answering && s.stream.is_some())
+            .min_by_key(|s| s.since)
+        else {
+            return false;
+        };
+        if let Some(stream) = idlest.stream.take() {
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+        true
+    }
 }
 
 /// Waits up to `timeout_ms` for a connection; false on timeout or a signal.
@@ -361,6 +449,7 @@ fn answer(
     stream: TcpStream,
     source: &Mutex<&mut MetricsSource>,
     web: Option<&WebConfig>,
+    request_arrived: impl FnOnce(),
 ) -> Result<()> {
     let deadline = Instant::now() + REQUEST_DEADLINE;
     let mut conn = match web {
@@ -373,6 +462,7 @@ fn answer(
         accept,
         authorization,
     } = read_request(&mut conn, deadline)?;
+    request_arrived();
     let protobuf = prometheus_proto::accepts(&accept);
     if let Some(w) = web
         && !w.authorized(authorization.as_deref())

@@ -772,3 +772,94 @@ fn serving_beyond_loopback_unsecured_is_warned_about() {
         "{stderr}"
     );
 }
+
+/// 200 idle clients that send nothing and reconnect as soon as they are dropped took every
+/// connection slot: 0 of 20 scrapes succeeded, over plain HTTP and TLS alike. The idlest
+/// connection now makes room for a new one: every scrape is answered, with and without
+/// `--web-config`.
+#[test]
+fn scrapes_are_answered_while_idle_clients_reconnect_without_end() {
+    let _serial = serial();
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("serve-idle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_owned()]).unwrap();
+    std::fs::write(dir.join("server.crt"), cert.cert.pem()).unwrap();
+    std::fs::write(dir.join("server.key"), cert.signing_key.serialize_pem()).unwrap();
+    std::fs::write(
+        dir.join("web.yml"),
+        "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n",
+    )
+    .unwrap();
+    let web = dir.join("web.yml");
+    for tls in [false, true] {
+        let child = Closer::stopped(100);
+        let pid = child.pid.to_string();
+        let mut args = vec!["--pid", pid.as_str(), "--syscalls", "close"];
+        if tls {
+            args.extend(["--web-config", web.to_str().unwrap()]);
+        }
+        let (mut serve, port) = start_serve_with(&args);
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let idle: Vec<_> = (0..200)
+            .map(|_| {
+                let stop = std::sync::Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let Ok(mut s) = TcpStream::connect(("127.0.0.1", port)) else {
+                            std::thread::sleep(Duration::from_millis(5));
+                            continue;
+                        };
+                        let _ = s.set_read_timeout(Some(Duration::from_millis(200)));
+                        let mut buf = [0u8; 64];
+                        // Held, sending nothing, until the server drops it.
+                        while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                            match s.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(_) => {}
+                                Err(e)
+                                    if matches!(
+                                        e.kind(),
+                                        std::io::ErrorKind::WouldBlock
+                                            | std::io::ErrorKind::TimedOut
+                                    ) => {}
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(500));
+        let started = Instant::now();
+        let mut answered = 0;
+        for _ in 0..20 {
+            let ok = if tls {
+                let out = Command::new(require("/usr/bin/curl", "curl"))
+                    .args(["-s", "-k", "-o", "/dev/null", "-w", "%{http_code}"])
+                    .args(["--max-time", "5"])
+                    .arg(format!("https://127.0.0.1:{port}/metrics"))
+                    .output()
+                    .unwrap();
+                String::from_utf8_lossy(&out.stdout) == "200"
+            } else {
+                try_get(port, "/metrics").is_some_and(|(status, _)| status == 200)
+            };
+            answered += u32::from(ok);
+        }
+        let took = started.elapsed();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for t in idle {
+            let _ = t.join();
+        }
+        child.run_to_completion();
+        assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+        assert_eq!(answered, 20, "tls {tls}: {answered} of 20 scrapes answered");
+        assert!(
+            took < Duration::from_secs(20),
+            "tls {tls}: 20 scrapes took {took:?}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
