@@ -1,6 +1,7 @@
-//! The kernel side of syscall-profiler: one enter and one exit program, attached to the
-//! `sys_enter_*`/`sys_exit_*` tracepoints of every syscall in the chosen set, timing each call of
-//! the tracked processes into per-CPU maps.
+//! The kernel side of syscall-profiler: an enter and an exit program on the
+//! `sys_enter_*`/`sys_exit_*` tracepoints of every syscall in the chosen set, or, on the fentry
+//! front end, an fentry/fexit pair per traced syscall on the function its table calls; either
+//! times each call of the tracked processes into per-CPU maps.
 //!
 //! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
 //! but the clock and the current task id. Options add to it only when given (frozen `.rodata`

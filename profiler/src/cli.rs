@@ -26,7 +26,7 @@ pub struct Cli {
     /// How syscalls are timed: fentry/fexit on the functions the syscall tables call, where
     /// the kernel allows them (untraced syscalls then cost nothing), or their tracepoints.
     /// auto (the default; PROFILER_ATTACH sets another) uses fentry where it loads and says
-    /// why not with -v.
+    /// why not with -vv.
     #[arg(long = "attach", global = true, value_enum, value_name = "HOW")]
     pub syscall_attach: Option<crate::bpf::SyscallAttach>,
     /// What to do.

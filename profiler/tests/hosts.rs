@@ -49,27 +49,9 @@ fn attach_json(name: &str, args: &[&str], command: &[&str]) -> serde_json::Value
     read_json(&json)
 }
 
-/// `tests/helpers/close32.c` built as a 32-bit static program without libc (`cc -m32
-/// -nostdlib`, which needs no 32-bit libraries installed).
+/// The 32-bit close helper, built once per test.
 fn close32() -> PathBuf {
-    let binary = scratch("close32").join("close32");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/close32.c");
-    let status = Command::new("cc")
-        .args([
-            "-m32",
-            "-O1",
-            "-nostdlib",
-            "-static",
-            "-ffreestanding",
-            "-fno-pic",
-        ])
-        .args(["-DCLOSES=1000", "-o"])
-        .arg(&binary)
-        .arg(source)
-        .status()
-        .expect("running cc for the 32-bit helper");
-    assert!(status.success(), "cc -m32 failed to build {source}");
-    binary
+    common::close32(&scratch("close32"))
 }
 
 /// The syscalls: tracepoints skip 32-bit (ia32) calls: a 32-bit process's 1000 close() calls

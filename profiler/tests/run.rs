@@ -62,6 +62,22 @@ fn write_script(path: &std::path::Path, body: &str) {
     std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }
 
+/// A Python server started from `code`, and the first line it prints (its port, ...).
+fn python_server(code: &str) -> (std::process::Child, String) {
+    let mut server = Command::new("python3")
+        .args(["-c", code])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    (server, line)
+}
+
 fn variant(e: &Experiment, v: Variant) -> &VariantResult {
     e.scenarios[0]
         .variants
@@ -1164,17 +1180,7 @@ while True:
     c.sendall(b'HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n')
     c.close()
 ";
-    let mut server = Command::new("python3")
-        .args(["-c", SERVER])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let (mut server, line) = python_server(SERVER);
     let port: u16 = line.trim().parse().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
         .args(["run", "--target"])
@@ -1279,17 +1285,7 @@ for _ in range(3):
 print(s.getsockname()[1], ' '.join(map(str, workers)), flush=True)
 signal.pause()
 ";
-    let mut server = Command::new("python3")
-        .args(["-c", SERVER])
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(server.stdout.take().unwrap()),
-        &mut line,
-    )
-    .unwrap();
+    let (mut server, line) = python_server(SERVER);
     let mut words = line.split_whitespace();
     let port: u16 = words.next().unwrap().parse().unwrap();
     let workers: Vec<u32> = words.map(|w| w.parse().unwrap()).collect();

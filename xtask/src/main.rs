@@ -16,7 +16,7 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
-/// The bpf-linker release that works with the preinstalled nightly (see docs/TOOLCHAIN.md).
+/// The bpf-linker release that works with the preinstalled nightly (see ../shared/toolchain/README.md).
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const NIGHTLY: &str = "nightly";
 /// Debian packages the test suite drives: load generators, peers and real consumers of exports.
@@ -55,7 +55,7 @@ enum Task {
         args: Vec<String>,
     },
     /// The whole suite: formatting, lints, unit tests, the BPF tests against the running kernel,
-    /// then the kernel matrix (6.1, 6.12, 6.1-rt booted in qemu).
+    /// then the kernel matrix (6.1, 6.12, 6.1-rt and a locked-down 6.12, booted in qemu).
     Test {
         /// Skip the kernel matrix (the host kernel only: a quicker run while developing).
         #[arg(long)]
@@ -70,7 +70,7 @@ enum Task {
     /// The kernel matrix alone: boots each kernel in qemu (virtme-ng) and runs the real-kernel
     /// tests, `profiler attach` and `profiler run` inside it.
     TestKernels {
-        /// Only these kernels of the matrix (6.1, 6.12, 6.1-rt); all by default.
+        /// Only these kernels of the matrix (6.1, 6.12, 6.1-rt, 6.12-lockdown); all by default.
         #[arg(long = "kernel", value_delimiter = ',')]
         kernels: Vec<String>,
     },

@@ -5,7 +5,8 @@
 //! count, in ns) before and after the measured window. A task pinned inside the server's CPUs
 //! counts whole; one that may run elsewhere too counts in proportion of its allowed CPUs that
 //! are the server's (an estimate: the kernel keeps no per-CPU time per task). Tasks that exited
-//! within the window are not seen. Steal comes from `/proc/stat` (10 ms ticks).
+//! within the window are not seen. Steal comes from `/proc/stat`, in 10 ms ticks: one tick is
+//! not counted (it would flag a 0.1 s run on its own).
 
 use std::{collections::HashMap, fs, time::Instant};
 
@@ -130,7 +131,11 @@ impl Probe {
         Noise {
             capacity_ns: window.saturating_mul(self.cpus.len() as u64),
             others_ns,
-            steal_ns: steal_ns(&self.cpus).saturating_sub(self.steal),
+            // /proc/stat counts steal in ticks (10 ms): one tick in a short window would read
+            // as 10% and more, so a single tick is not counted.
+            steal_ns: steal_ns(&self.cpus)
+                .saturating_sub(self.steal)
+                .saturating_sub(tick_ns()),
             top,
             cpus: self.cpus,
         }
@@ -191,10 +196,15 @@ fn tasks() -> Vec<Task> {
     out
 }
 
-/// Steal time of `cpus` from /proc/stat, ns.
-fn steal_ns(cpus: &[usize]) -> u64 {
+/// One clock tick of /proc/stat, ns.
+fn tick_ns() -> u64 {
     // SAFETY: sysconf has no memory preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as u64;
+    1_000_000_000 / hz
+}
+
+/// Steal time of `cpus` from /proc/stat, ns.
+fn steal_ns(cpus: &[usize]) -> u64 {
     let stat = fs::read_to_string("/proc/stat").unwrap_or_default();
     stat.lines()
         .filter_map(|l| {
@@ -207,7 +217,7 @@ fn steal_ns(cpus: &[usize]) -> u64 {
             f.nth(7)?.parse::<u64>().ok()
         })
         .sum::<u64>()
-        * (1_000_000_000 / hz)
+        * tick_ns()
 }
 
 #[cfg(test)]

@@ -91,3 +91,27 @@ pub fn wait_for(
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// `tests/helpers/close32.c` built into `dir` as a 32-bit static program without libc (`cc -m32
+/// -nostdlib`, which needs no 32-bit libraries installed): 1000 close(-1) calls and one
+/// socketcall accept.
+pub fn close32(dir: &std::path::Path) -> PathBuf {
+    let binary = dir.join("close32");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/close32.c");
+    let status = Command::new("cc")
+        .args([
+            "-m32",
+            "-O1",
+            "-nostdlib",
+            "-static",
+            "-ffreestanding",
+            "-fno-pic",
+        ])
+        .args(["-DCLOSES=1000", "-o"])
+        .arg(&binary)
+        .arg(source)
+        .status()
+        .expect("running cc for the 32-bit helper");
+    assert!(status.success(), "cc -m32 failed to build {source}");
+    binary
+}

@@ -1,0 +1,352 @@
+//! The differential suite: the same workloads under each path that counts syscalls, every count
+//! held to `strace -f -c`'s for the same program. A count differs only where the output says
+//! what it did not see.
+//!
+//! Workloads (`tests/helpers/workloads.c`, built here with cc): threads, a fork storm,
+//! signal-interrupted calls, an exec chain 64 → 64 and 64 → 32 bits. Counting paths:
+//! `attach -- CMD`, `attach --pid`, a `serve --pid` scrape, and the JSON, CSV and Prometheus
+//! exports of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
+//! accepts and closes exactly per request in `tests/run.rs`.)
+//!
+//! These load BPF programs (root) and run one at a time.
+
+use std::{
+    collections::BTreeMap,
+    io::{Read as _, Write as _},
+    net::TcpStream,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+mod common;
+
+use common::{profiler, read_json, serial};
+
+/// Calls per syscall.
+type Counts = BTreeMap<String, u64>;
+
+/// The syscalls compared.
+const SYSCALLS: &str = "close,read,execve";
+
+fn scratch(name: &str) -> PathBuf {
+    common::scratch("differential", name)
+}
+
+/// The workloads binary (64-bit) and the 32-bit close helper, built once per test.
+fn build() -> (PathBuf, PathBuf) {
+    let dir = scratch("build");
+    let workloads = dir.join("workloads");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/workloads.c");
+    let status = Command::new("cc")
+        .args(["-O1", "-pthread", "-o"])
+        .arg(&workloads)
+        .arg(source)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "cc failed to build {source}");
+    (workloads, common::close32(&dir))
+}
+
+/// strace's calls per syscall for `command`, run on its own.
+fn strace_counts(command: &[&str]) -> BTreeMap<String, u64> {
+    let out = scratch("strace").join("summary");
+    let status = Command::new("strace")
+        .args(["-f", "-qq", "-c", "-e"])
+        .arg(format!("trace={SYSCALLS}"))
+        .arg("-o")
+        .arg(&out)
+        .arg("--")
+        .args(command)
+        .status()
+        .expect("running strace (apt-get install strace)");
+    assert!(status.success(), "strace {command:?}: {status}");
+    profiler::run::strace::parse_summary(&std::fs::read_to_string(&out).unwrap())
+        .into_iter()
+        .map(|r| (r.syscall, r.calls))
+        .collect()
+}
+
+/// The calls per syscall of an export's first measurement.
+fn json_counts(json: &serde_json::Value) -> BTreeMap<String, u64> {
+    json["measurements"][0]["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["calls"].as_u64().unwrap_or(0) > 0)
+        .map(|s| {
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                s["calls"].as_u64().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `syscall_profiler_syscall_calls_total{syscall="X"} N` lines of a Prometheus text page.
+fn prometheus_counts(text: &str) -> BTreeMap<String, u64> {
+    text.lines()
+        .filter_map(|l| {
+            let rest = l.strip_prefix("syscall_profiler_syscall_calls_total{")?;
+            let name = rest.split("syscall=\"").nth(1)?.split('"').next()?;
+            let value: f64 = rest.rsplit(' ').next()?.parse().ok()?;
+            (value > 0.0).then(|| (name.to_owned(), value as u64))
+        })
+        .collect()
+}
+
+/// Whether the profiler said it saw every call (the line attach prints, the JSON's drops).
+fn every_call_seen(json: &serde_json::Value) -> bool {
+    let dropped = &json["measurements"][0]["dropped"];
+    dropped["lost"].as_u64() == Some(0)
+        && dropped["by_reason"]
+            .as_object()
+            .is_some_and(|r| r.values().all(|n| n.as_u64() == Some(0)))
+}
+
+/// `attach ... -- COMMAND`: its JSON, CSV and Prometheus exports.
+fn attach_command(name: &str, command: &[&str]) -> Vec<(String, BTreeMap<String, u64>)> {
+    let dir = scratch(name);
+    let (json, csv, prom) = (dir.join("a.json"), dir.join("a.csv"), dir.join("a.prom"));
+    let out = profiler()
+        .args(["attach", "--syscalls", SYSCALLS, "--export-json"])
+        .arg(&json)
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--export-prom")
+        .arg(&prom)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "attach {command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = read_json(&json);
+    assert!(
+        every_call_seen(&data),
+        "{name}: drops {}",
+        data["measurements"][0]["dropped"]
+    );
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv_text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |n: &str| header.iter().position(|c| *c == n).unwrap();
+    let (syscall, calls) = (col("syscall"), col("calls"));
+    let csv_counts: BTreeMap<String, u64> = lines
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter_map(|f| Some((f[syscall].to_owned(), f[calls].parse::<u64>().ok()?)))
+        .filter(|(_, n)| *n > 0)
+        .collect();
+    vec![
+        ("attach -- CMD (JSON)".to_owned(), json_counts(&data)),
+        ("attach -- CMD (CSV)".to_owned(), csv_counts),
+        (
+            "attach -- CMD (Prometheus)".to_owned(),
+            prometheus_counts(&std::fs::read_to_string(&prom).unwrap()),
+        ),
+    ]
+}
+
+/// The workload started behind a gate file, traced by `attach --pid`, then let go.
+fn attach_pid(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let dir = scratch(name);
+    let (gate, json) = (dir.join("gate"), dir.join("p.json"));
+    let mut workload = Command::new(workloads)
+        .arg("gate")
+        .arg(&gate)
+        .args(args)
+        .spawn()
+        .unwrap();
+    let attach = profiler()
+        .args(["attach", "--syscalls", SYSCALLS, "--pid"])
+        .arg(workload.id().to_string())
+        .arg("--export-json")
+        .arg(&json)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let output = open_gate_once_tracing(attach, &gate, &mut workload);
+    assert!(
+        output.status.success(),
+        "attach --pid: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let data = read_json(&json);
+    assert!(
+        every_call_seen(&data),
+        "{name}: drops {}",
+        data["measurements"][0]["dropped"]
+    );
+    json_counts(&data)
+}
+
+/// Waits for the profiler's "Tracing"/"listening" line on stderr, opens the gate, waits for the
+/// workload, and for the profiler to end (attach ends when its processes have).
+fn open_gate_once_tracing(
+    mut profiler: std::process::Child,
+    gate: &Path,
+    workload: &mut std::process::Child,
+) -> std::process::Output {
+    let mut stderr = profiler.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Tracing") && Instant::now() < deadline {
+        if stderr.read(&mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push(byte[0]);
+    }
+    std::fs::write(gate, "").unwrap();
+    workload.wait().unwrap();
+    let mut out = profiler.wait_with_output().unwrap();
+    seen.extend(out.stderr);
+    let _ = stderr.read_to_end(&mut seen);
+    out.stderr = seen;
+    out
+}
+
+/// `serve --pid` tracing the gated workload; one scrape once it has exited.
+fn serve_scrape(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u64> {
+    let dir = scratch(name);
+    let gate = dir.join("gate");
+    let mut workload = Command::new(workloads)
+        .arg("gate")
+        .arg(&gate)
+        .args(args)
+        .spawn()
+        .unwrap();
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut serve = profiler()
+        .args(["serve", "--syscalls", SYSCALLS, "--pid"])
+        .arg(workload.id().to_string())
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = serve.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Serving metrics") {
+        assert!(
+            stderr.read(&mut byte).unwrap_or(0) > 0,
+            "serve ended: {}",
+            String::from_utf8_lossy(&seen)
+        );
+        seen.push(byte[0]);
+    }
+    std::fs::write(&gate, "").unwrap();
+    workload.wait().unwrap();
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut page = String::new();
+    stream.read_to_string(&mut page).unwrap();
+    // SAFETY: signalling the serve this test started.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    assert!(serve.wait().unwrap().success());
+    assert!(
+        page.starts_with("HTTP/1.0 200") || page.starts_with("HTTP/1.1 200"),
+        "{page}"
+    );
+    prometheus_counts(&page)
+}
+
+/// Every counting path against strace for one workload: equal, or the test names the path and
+/// the syscall that differ. The paths that attach to a running process (`--pid`) begin after
+/// the program's start (its execve, the loader's reads and closes): strace's count of a program
+/// that does nothing else is taken off for them. `unseen` names syscalls left out of the
+/// comparison, each for a reason its caller states.
+fn compare(name: &str, workloads: &Path, args: &[&str], unseen: &[&str]) {
+    let bin = workloads.to_str().unwrap();
+    let mut command = vec![bin];
+    command.extend(args);
+    let keep = |mut counts: BTreeMap<String, u64>| {
+        counts.retain(|name, n| *n > 0 && !unseen.contains(&name.as_str()));
+        counts
+    };
+    let expected = keep(strace_counts(&command));
+    let startup = strace_counts(&[bin, "none"]);
+    let expected_after_start = keep(
+        expected
+            .iter()
+            .map(|(k, v)| (k.clone(), v - startup.get(k).copied().unwrap_or(0).min(*v)))
+            .collect(),
+    );
+    let mut observed: Vec<(String, Counts, &Counts)> = attach_command(name, &command)
+        .into_iter()
+        .map(|(path, counts)| (path, keep(counts), &expected))
+        .collect();
+    observed.push((
+        "attach --pid".to_owned(),
+        keep(attach_pid(name, workloads, args)),
+        &expected_after_start,
+    ));
+    observed.push((
+        "serve --pid scrape".to_owned(),
+        keep(serve_scrape(name, workloads, args)),
+        &expected_after_start,
+    ));
+    let wrong: Vec<String> = observed
+        .iter()
+        .filter(|(_, counts, expected)| counts != *expected)
+        .map(|(path, counts, expected)| format!("{path}: {counts:?}, strace {expected:?}"))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "{name}: differ from strace -f -c:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[test]
+fn threads_count_as_strace_counts() {
+    let _serial = serial();
+    let (workloads, _) = build();
+    compare("threads", &workloads, &["threads"], &[]);
+}
+
+#[test]
+fn a_fork_storm_counts_as_strace_counts() {
+    let _serial = serial();
+    let (workloads, _) = build();
+    compare("forks", &workloads, &["forks"], &[]);
+}
+
+#[test]
+fn signal_interrupted_calls_count_as_strace_counts() {
+    let _serial = serial();
+    let (workloads, _) = build();
+    compare("signals", &workloads, &["signals"], &[]);
+}
+
+#[test]
+fn an_exec_chain_counts_as_strace_counts() {
+    let _serial = serial();
+    let (workloads, _) = build();
+    compare("exec64", &workloads, &["exec-threads"], &[]);
+}
+
+/// 64-bit, then an execve into a 32-bit program: the 32-bit program's own calls (strace counts
+/// them in a second table, which `run --strace` used to leave out). The execve that lands in the
+/// 32-bit program is left out of the comparison: the profiler does not see it (its exit is a
+/// 32-bit one, which neither front end times as execve), an open defect (issue 32, item 4).
+#[test]
+fn an_exec_into_a_32_bit_program_counts_as_strace_counts() {
+    let _serial = serial();
+    let (workloads, close32) = build();
+    compare(
+        "exec32",
+        &workloads,
+        &["exec", close32.to_str().unwrap()],
+        &["execve"],
+    );
+}
