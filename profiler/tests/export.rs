@@ -733,7 +733,13 @@ fn write_exports_writes_every_format_and_nothing_else() {
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("r.json")).unwrap()).unwrap();
     assert_eq!(json["partial"], true);
-    assert_eq!(std::fs::read_dir(dir.join("hdr")).unwrap().count(), 16);
+    // 16 histograms and the manifest of what this export wrote.
+    assert_eq!(std::fs::read_dir(dir.join("hdr")).unwrap().count(), 17);
+    assert!(
+        dir.join("hdr")
+            .join(profiler::export::hdr::MANIFEST)
+            .is_file()
+    );
 }
 
 #[test]

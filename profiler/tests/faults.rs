@@ -555,7 +555,14 @@ fn one_failing_export_does_not_cancel_the_others() {
     std::fs::create_dir_all(&doomed).unwrap();
     let hdr = dir.join("hdr");
     std::fs::create_dir_all(&hdr).unwrap();
+    // A file an earlier export wrote (its manifest names it), and one it did not write.
     std::fs::write(hdr.join("old-variant-close.hgrm"), "stale").unwrap();
+    std::fs::write(
+        hdr.join(".syscall-profiler-hdr"),
+        "old-variant-close.hgrm\n",
+    )
+    .unwrap();
+    std::fs::write(hdr.join("someone-elses.hgrm"), "theirs").unwrap();
     let script = format!("sleep 1; rmdir {}; exit 0", doomed.display());
     let out = profiler()
         .args(["attach", "--syscalls", "close,read"])
@@ -583,6 +590,7 @@ fn one_failing_export_does_not_cancel_the_others() {
         !names.iter().any(|n| n.starts_with("old-variant")),
         "{names:?}"
     );
+    assert!(names.iter().any(|n| n == "someone-elses.hgrm"), "{names:?}");
     assert!(names.iter().any(|n| n.ends_with(".hgrm")), "{names:?}");
 }
 

@@ -1047,6 +1047,16 @@ fn every_section_of_the_report_is_in_every_format() {
     assert!(
         html.contains("Profiled against baseline QPS") && html.contains("strace's time per call")
     );
+    // The answer first: the verdicts open the terminal report, the Markdown and the HTML page
+    // (before its settings and charts).
+    let first = |text: &str, verdicts: &str, later: &str| {
+        text.find(verdicts)
+            .is_some_and(|v| text.find(later).is_some_and(|l| v < l))
+    };
+    assert!(first(&text, "== Verdicts ==", "End to end"), "{text}");
+    assert!(first(&md, "## Verdicts", "End to end"), "{md}");
+    assert!(first(&html, "<h2>Verdicts</h2>", "<h2>Throughput</h2>"));
+    assert!(first(&html, "<h2>Verdicts</h2>", "<th>setting</th>"));
 }
 
 /// A/A: the same server under two names. Three experiments of 8 pairs each (the sign test's
