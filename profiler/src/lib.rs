@@ -6,6 +6,7 @@
 //! - [`samples`]: median, spread, outliers and Gini over repeated measurements.
 //! - [`inference`]: what repeated runs allow a report to conclude: intervals with the level
 //!   they achieve, the sequential design of `run`, verdicts.
+//! - [`noise`]: the machine's own noise during a measurement (other tasks, steal).
 //! - [`cpus`]: CPU lists, the CPUs this process may use, pinning (the `cpuset` crate, shared
 //!   with `c2c`).
 //! - [`cgroup`]: the cgroups `--cgroup` names, as the ids the kernel compares.
@@ -34,6 +35,7 @@ pub mod error;
 pub mod export;
 pub mod inference;
 pub mod loadgen;
+pub mod noise;
 pub mod output;
 pub mod parse;
 pub mod process;

@@ -775,6 +775,7 @@ mod tests {
                 errors,
                 server_cpu_ns: None,
                 server_on_cpu_ns: None,
+                noise: None,
             }),
             failure: None,
             slow: None,

@@ -1047,6 +1047,23 @@ fn every_section_of_the_report_is_in_every_format() {
     assert!(
         html.contains("Profiled against baseline QPS") && html.contains("strace's time per call")
     );
+    // Every run's noise on the server's CPUs, in the JSON too.
+    for m in data["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| !m["run"].is_null())
+    {
+        let noise = &m["load"]["noise"];
+        assert!(
+            noise["share"]
+                .as_f64()
+                .is_some_and(|s| (0.0..=1.0).contains(&s))
+                && noise["disturbed"].is_boolean()
+                && noise["cpus"] == serde_json::json!([0]),
+            "{m}"
+        );
+    }
     // The answer first: the verdicts open the terminal report, the Markdown and the HTML page
     // (before its settings and charts).
     let first = |text: &str, verdicts: &str, later: &str| {

@@ -133,6 +133,9 @@ struct LoadJson<'a> {
     errors: &'a BTreeMap<String, u64>,
     server_cpu_ns: Option<CpuJson>,
     latency_ns: RecordedJson,
+    /// One run's noise on the server's CPUs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    noise: Option<&'a crate::noise::Noise>,
 }
 
 #[derive(Serialize)]
@@ -152,6 +155,7 @@ impl<'a> From<&'a LoadSummary> for LoadJson<'a> {
                 .server_cpu_ns
                 .map(|(user, system)| CpuJson { user, system }),
             latency_ns: RecordedJson::from(&l.latency),
+            noise: l.noise.as_ref(),
         }
     }
 }

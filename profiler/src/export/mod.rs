@@ -111,6 +111,8 @@ pub struct LoadSummary {
     pub server_cpu_ns: Option<(u64, u64)>,
     /// Server on-CPU time during the measurement, ns (exact, from schedstat), when known.
     pub server_on_cpu_ns: Option<u64>,
+    /// One run's noise: what else ran on the server's CPUs (`None` for several runs together).
+    pub noise: Option<crate::noise::Noise>,
 }
 
 /// One cell of the results: a variant's run (or all runs together, or a whole `attach`).

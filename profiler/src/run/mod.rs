@@ -3,7 +3,6 @@
 //! strace's distortion).
 
 pub mod model;
-pub mod noise;
 pub mod options;
 pub mod report;
 pub mod server;
@@ -270,6 +269,11 @@ fn load_summary(runs: &[&RunResult]) -> LoadSummary {
         errors,
         server_cpu_ns: cpu,
         server_on_cpu_ns: on_cpu,
+        // One run's own; several runs together have none.
+        noise: match runs {
+            [one] => one.noise.clone(),
+            _ => None,
+        },
     }
 }
 
@@ -505,7 +509,11 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             server_cpus,
             shared_cpus,
             judge,
-            stopped: format!("--runs {}", spec.runs),
+            stopped: if spec.sequential {
+                format!("{} pairs, the most --max-runs allows", spec.runs)
+            } else {
+                format!("--runs {}", spec.runs)
+            },
         };
         // This scenario's share of the time budget: what is left, shared out among the
         // scenarios left in proportion of the runs a round of each makes.
@@ -613,9 +621,9 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 progress.println(&format!("{}: {}", spec.title, result.stopped));
                 break;
             }
-            if round == spec.runs {
-                result.stopped = format!("{pairs} pairs, the most --max-runs allows");
-            } else if let Some(deadline) = deadline
+            // Reaching spec.runs ends the loop with the stop text set at the start.
+            if round < spec.runs
+                && let Some(deadline) = deadline
                 && Instant::now() + round_started.elapsed() > deadline
             {
                 // Another round would end past this scenario's share of --max-time.
@@ -635,6 +643,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             .collect();
         if stopped {
             stopped_early = Some("interrupted".to_owned());
+            "interrupted (Ctrl-C)".clone_into(&mut result.stopped);
             scenarios.push(result);
             break 'scenarios;
         }
@@ -789,7 +798,7 @@ fn measure_run(
         None => traced(variant, server.pid()),
     };
     let cpu_before = server::cpu_time(&pids);
-    let noise = noise::Probe::start(&options.server_cpus_of(spec));
+    let noise = crate::noise::Probe::start(&options.server_cpus_of(spec));
     let programs_before = match &session {
         Some(s) if options.explain_cost => s.program_run_stats(),
         _ => Vec::new(),

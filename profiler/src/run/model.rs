@@ -187,7 +187,7 @@ pub struct RunResult {
     /// `tracepoint (fentry: why not)`.
     pub front: Option<String>,
     /// What else ran on the server's CPUs during the measured window.
-    pub noise: Option<super::noise::Noise>,
+    pub noise: Option<crate::noise::Noise>,
 }
 
 /// One kernel program's share of a run (`--explain-cost`).

@@ -21,7 +21,9 @@ use crate::{
 /// `profiler run` options.
 #[derive(Debug, Args)]
 #[command(after_help = "EXAMPLES:
-    profiler run                                      # all four variants: 3 × 10000 serial requests, then concurrency 10
+    profiler run                                      # all four variants, serial (with baselines), then concurrency 10: pairs until decided, 2 minutes at most
+    profiler run --variants lt,et --runs 8            # a fixed 8 pairs (the sign test's range: 99.2%)
+    profiler run --variants lt,et --equivalence 5%    # \"same\" when the interval lies within ±5%
     profiler run --variants lt,et --concurrency 10,50,100 --requests 20000
     profiler run --workload http --duration 5s --concurrency 50
     profiler run --baseline --strace                  # the profiler's own overhead, and strace's distortion

@@ -535,7 +535,7 @@ const NOISE_NOTE: &str = "Other tasks: every task of the machine but the server 
 /// The scenario's noise in one line: how many runs were disturbed, the worst, the median share.
 #[must_use]
 pub fn noise_line(s: &ScenarioResult) -> Option<String> {
-    let runs: Vec<(&VariantResult, &RunResult, &super::noise::Noise)> = s
+    let runs: Vec<(&VariantResult, &RunResult, &crate::noise::Noise)> = s
         .variants
         .iter()
         .flat_map(|v| {

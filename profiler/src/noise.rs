@@ -19,6 +19,10 @@ pub const DISTURBED_SHARE: f64 = 0.10;
 /// What else ran on the server's CPUs during one run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Noise {
+    /// Others' and steal's share of the capacity (as [`Noise::share`] computes it).
+    pub share: f64,
+    /// Above [`DISTURBED_SHARE`].
+    pub disturbed: bool,
     /// The CPUs watched: the server's, or every CPU when it is not pinned.
     pub cpus: Vec<usize>,
     /// The window × the CPUs watched, ns: the time there was.
@@ -51,7 +55,7 @@ impl Noise {
     /// "'spin' (pid 4123) took 48% of CPU 0; steal 0%".
     #[must_use]
     pub fn describe(&self) -> String {
-        let cpus = crate::run::cpu_list(&self.cpus);
+        let cpus = crate::cpus::format_cpu_list(&self.cpus);
         let of = |ns: u64| 100.0 * ns as f64 / self.capacity_ns.max(1) as f64;
         let mut parts: Vec<String> = self
             .top
@@ -128,7 +132,9 @@ impl Probe {
         top.sort_by_key(|(_, pid, ns)| (std::cmp::Reverse(*ns), *pid));
         let others_ns = top.iter().map(|(.., ns)| ns).sum();
         top.truncate(3);
-        Noise {
+        let mut noise = Noise {
+            share: 0.0,
+            disturbed: false,
             capacity_ns: window.saturating_mul(self.cpus.len() as u64),
             others_ns,
             // /proc/stat counts steal in ticks (10 ms): one tick in a short window would read
@@ -138,7 +144,10 @@ impl Probe {
                 .saturating_sub(tick_ns()),
             top,
             cpus: self.cpus,
-        }
+        };
+        noise.share = noise.share();
+        noise.disturbed = noise.disturbed();
+        noise
     }
 }
 
