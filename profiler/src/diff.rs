@@ -49,7 +49,7 @@ pub struct DiffArgs {
     pub export_html: Option<PathBuf>,
     /// The equivalence margin: a figure whose interval lies within ±this is "the same within"
     /// it (e.g. 2% or 0.5%).
-    #[arg(long, default_value = "2%", value_parser = crate::parse::parse_percent)]
+    #[arg(long, default_value_t = crate::inference::DEFAULT_MARGIN_PCT, value_parser = crate::parse::parse_percent)]
     pub equivalence: f64,
 }
 

@@ -22,7 +22,7 @@ use serde::Serialize;
 
 /// The level every interval aims at, two-sided.
 pub const TARGET_LEVEL: f64 = 0.95;
-/// The equivalence margin when `--equivalence` is not given, in %.
+/// The equivalence margin when `--equivalence` is not given, in % (run and diff).
 pub const DEFAULT_MARGIN_PCT: f64 = 2.0;
 /// Pair counts a sequential design looks at, up to its maximum (which is always a look).
 const LOOKS: &[usize] = &[
@@ -378,12 +378,6 @@ impl Design {
     #[must_use]
     pub fn is_look(&self, pairs: usize) -> bool {
         self.looks.contains(&pairs)
-    }
-
-    /// The most pairs the design runs.
-    #[must_use]
-    pub fn max_pairs(&self) -> usize {
-        self.looks.last().copied().unwrap_or(0)
     }
 
     /// The estimate from `changes` (in %, in the order the pairs were made) at the latest look:

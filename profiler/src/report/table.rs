@@ -35,12 +35,6 @@ impl Table {
         self.rows.is_empty()
     }
 
-    /// The rows, as their cells.
-    #[must_use]
-    pub fn rows(&self) -> &[Vec<String>] {
-        &self.rows
-    }
-
     /// Renders with two spaces between columns; the first column left-aligned, the rest right.
     #[must_use]
     pub fn render(&self) -> String {

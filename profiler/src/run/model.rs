@@ -269,17 +269,6 @@ pub struct Judge {
     pub margin_pct: f64,
 }
 
-impl Judge {
-    /// One fixed look at `pairs`, with the default margin.
-    #[must_use]
-    pub fn fixed(pairs: usize) -> Self {
-        Self {
-            design: Design::fixed(pairs),
-            margin_pct: crate::inference::DEFAULT_MARGIN_PCT,
-        }
-    }
-}
-
 /// Runs of one kind against runs of another, paired by run number (run i of each was made back
 /// to back, so slow drift of the machine falls inside a pair, not between the kinds): each
 /// pair's change in percent of the `relative_to` run, as a median with the sign test's

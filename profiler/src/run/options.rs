@@ -76,7 +76,7 @@ pub struct RunArgs {
     pub max_time: Duration,
     /// The equivalence margin: two servers whose QPS interval lies within ±this are "the same
     /// within" it (e.g. 2% or 0.5%).
-    #[arg(long, default_value = "2%", value_parser = crate::parse::parse_percent)]
+    #[arg(long, default_value_t = crate::inference::DEFAULT_MARGIN_PCT, value_parser = crate::parse::parse_percent)]
     pub equivalence: f64,
     /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
     #[arg(long, default_value = "500")]

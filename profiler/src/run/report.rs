@@ -87,9 +87,10 @@ pub fn render(experiment: &Experiment, options: &RunOptions, metadata: &Metadata
 /// export carries.
 #[must_use]
 pub fn document(experiment: &Experiment) -> Document {
-    let mut parts = vec![verdicts_part(experiment)];
+    let across = across_cpu_sets(experiment);
+    let mut parts = vec![verdicts_part(experiment, &across)];
     parts.extend(experiment.scenarios.iter().map(part));
-    parts.extend(cpu_sets_part(experiment));
+    parts.extend(cpu_sets_part(&across));
     Document { parts }
 }
 
@@ -99,7 +100,7 @@ pub const VERDICTS_HEADING: &str = "Verdicts";
 /// The answer first: per scenario, each comparison with its interval, level, pairs and
 /// verdict; where the time goes per request; the noise line; with a CPU-set sweep, whether
 /// the verdicts change with the CPU set. The detailed tables follow in the scenarios' parts.
-fn verdicts_part(experiment: &Experiment) -> Part {
+fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
     let mut sections = Vec::new();
     for s in &experiment.scenarios {
         let mut table = Table::new(["comparison", "change [interval] (level, pairs)", "verdict"]);
@@ -160,21 +161,15 @@ fn verdicts_part(experiment: &Experiment) -> Part {
         section.notes.extend(noise_line(s));
         sections.push(section);
     }
-    let mut notes = Vec::new();
-    if let Some(p) = cpu_sets_part(experiment)
-        && let Some(t) = p.sections.first().and_then(|s| s.table.as_ref())
-    {
-        // One line per comparison over the CPU sets: its last column.
-        for row in t.rows() {
-            if let (Some(scenario), Some(variant), Some(against), Some(across)) =
-                (row.first(), row.get(2), row.get(3), row.last())
-            {
-                let line =
-                    format!("across CPU sets, {scenario}: {variant} against {against}: {across}");
-                if !notes.contains(&line) {
-                    notes.push(line);
-                }
-            }
+    // One line per comparison over the CPU sets (its rows, one per set, say the same).
+    let mut notes: Vec<String> = Vec::new();
+    for row in across {
+        let line = format!(
+            "across CPU sets, {}: {} against {}: {}",
+            row.scenario, row.variant.variant, row.reference.variant, row.across
+        );
+        if !notes.contains(&line) {
+            notes.push(line);
         }
     }
     let mut part = Part {
@@ -240,10 +235,23 @@ fn time_per_request_lines(s: &ScenarioResult) -> Vec<String> {
         .collect()
 }
 
-/// With scenarios on more than one server CPU set (`--server-cpus A --server-cpus B`): does
-/// the CPU count change the verdict? Every variant against the first, per CPU set, with the
-/// sign of each change flagged where it differs between the sets.
-fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
+/// One comparison (a variant against the first) on one server CPU set of a sweep, and what
+/// its verdicts over every set say.
+struct AcrossSets<'a> {
+    /// The scenario without its CPU set, and the concurrency: "... c=1".
+    scenario: String,
+    s: &'a ScenarioResult,
+    variant: &'a VariantResult,
+    reference: &'a VariantResult,
+    change: super::model::PairedChange,
+    /// [`across_verdict`] over the sets.
+    across: String,
+}
+
+/// With scenarios on more than one server CPU set (`--server-cpus A --server-cpus B`): every
+/// variant against the first, per CPU set, and whether the verdict changes between the sets;
+/// empty without a sweep. The verdict block and the final table both read it.
+fn across_cpu_sets(experiment: &Experiment) -> Vec<AcrossSets<'_>> {
     let mut sets: Vec<&Vec<usize>> = experiment
         .scenarios
         .iter()
@@ -252,18 +260,8 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
     sets.sort();
     sets.dedup();
     if sets.len() < 2 {
-        return None;
+        return Vec::new();
     }
-    let mut table = Table::new([
-        "scenario",
-        "server CPUs",
-        "variant",
-        "against",
-        "pairs",
-        "QPS change [interval] (level, pairs)",
-        "verdict (QPS)",
-        "across CPU sets",
-    ]);
     // (scenario, concurrency, variant) → the QPS verdicts over the CPU sets; a sweep's
     // scenarios differ only in the " [server CPUs ...]" their titles end with.
     let key = |s: &ScenarioResult, v: &VariantResult| {
@@ -276,25 +274,56 @@ fn cpu_sets_part(experiment: &Experiment) -> Option<Part> {
             rows.push((key(s, v), s, v, reference, c));
         }
     }
-    for (k, s, v, reference, c) in &rows {
-        let verdicts: Vec<&Verdict> = rows
-            .iter()
-            .filter(|r| r.0 == *k)
-            .map(|r| &r.4.verdict)
-            .collect();
-        table.row([
-            format!("{} c={}", k.0, s.concurrency),
-            super::cpu_list(&s.server_cpus),
-            v.variant.to_string(),
-            reference.variant.to_string(),
-            c.pairs.to_string(),
-            c.qps.cell("pairs"),
-            c.verdict_words(),
-            across_cpu_sets(&verdicts),
-        ]);
-    }
-    if table.is_empty() {
+    let acrosses: Vec<String> = rows
+        .iter()
+        .map(|(k, ..)| {
+            let verdicts: Vec<&Verdict> = rows
+                .iter()
+                .filter(|r| r.0 == *k)
+                .map(|r| &r.4.verdict)
+                .collect();
+            across_verdict(&verdicts)
+        })
+        .collect();
+    rows.into_iter()
+        .zip(acrosses)
+        .map(|((k, s, variant, reference, change), across)| AcrossSets {
+            scenario: format!("{} c={}", k.0, s.concurrency),
+            s,
+            variant,
+            reference,
+            change,
+            across,
+        })
+        .collect()
+}
+
+/// The final table of a CPU-set sweep: does the CPU count change the verdict?
+fn cpu_sets_part(across: &[AcrossSets<'_>]) -> Option<Part> {
+    if across.is_empty() {
         return None;
+    }
+    let mut table = Table::new([
+        "scenario",
+        "server CPUs",
+        "variant",
+        "against",
+        "pairs",
+        "QPS change [interval] (level, pairs)",
+        "verdict (QPS)",
+        "across CPU sets",
+    ]);
+    for row in across {
+        table.row([
+            row.scenario.clone(),
+            super::cpu_list(&row.s.server_cpus),
+            row.variant.variant.to_string(),
+            row.reference.variant.to_string(),
+            row.change.pairs.to_string(),
+            row.change.qps.cell("pairs"),
+            row.change.verdict_words(),
+            row.across.clone(),
+        ]);
     }
     let mut section = Section::new(
         "Does the CPU count change the verdict? (each variant against the first, per server CPU set)",
@@ -1286,7 +1315,7 @@ fn paired_section(
 const PAIRED_NOTE: &str = "The two runs of a pair are made back to back, in ABBA order (the profiled run first in odd pairs, second in even ones). Server CPU/req is the server's on-CPU time per finished request from schedstat (the kernel programs run in its context, so this is what profiling adds to it), with the two medians.";
 
 /// Whether the verdict on one comparison changes with the server CPU set.
-fn across_cpu_sets(verdicts: &[&Verdict]) -> String {
+fn across_verdict(verdicts: &[&Verdict]) -> String {
     if verdicts.len() < 2 {
         return "-".to_owned();
     }
