@@ -249,7 +249,6 @@ fn serve_shared(
     listener
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
-    let active = AtomicUsize::new(0);
     let slots = Slots::default();
     std::thread::scope(|scope| -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
@@ -258,19 +257,14 @@ fn serve_shared(
             }
             match listener.accept() {
                 Ok((mut stream, _)) => {
-                    // Full: the connection that has waited longest without sending a request
+                    // Full: the connection that has waited longest without sending anything
                     // makes room (idle clients that reconnect at once took every slot, and
-                    // every scrape got a 503); a 503 only when every slot is answering.
-                    if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS && slots.evict_idlest() {
-                        let deadline = Instant::now() + Duration::from_millis(100);
-                        while active.load(Ordering::SeqCst) >= MAX_CONNECTIONS
-                            && Instant::now() < deadline
-                        {
-                            std::thread::sleep(Duration::from_micros(200));
-                        }
-                    }
-                    if active.fetch_add(1, Ordering::SeqCst) >= MAX_CONNECTIONS {
-                        active.fetch_sub(1, Ordering::SeqCst);
+                    // every scrape got a 503); a 503 only when every client has spoken.
+                    // An evicted connection's slot is free at once (its thread ends by itself):
+                    // waiting for it put every new connection, a scrape among them, behind a
+                    // queue of idle ones. Only this thread opens slots, so the count cannot grow
+                    // past the check.
+                    if slots.live() >= MAX_CONNECTIONS && !slots.evict_idlest() {
                         let _ = stream.set_nonblocking(true);
                         let _ = stream.write_all(
                             b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
@@ -278,20 +272,18 @@ fn serve_shared(
                         continue;
                     }
                     let slot = slots.open(&stream);
-                    let (active, slots) = (&active, &slots);
+                    let slots = &slots;
                     let spawned = std::thread::Builder::new()
                         .name("serve-conn".into())
                         .spawn_scoped(scope, move || {
                             // A client that misbehaves loses its connection, never the server.
-                            if let Err(e) = answer(stream, source, web, || slots.answering(slot)) {
+                            if let Err(e) = answer(stream, source, web, || slots.spoke(slot)) {
                                 log::info!("request failed: {e:#}");
                             }
                             slots.close(slot);
-                            active.fetch_sub(1, Ordering::SeqCst);
                         });
                     if let Err(e) = spawned {
                         slots.close(slot);
-                        active.fetch_sub(1, Ordering::SeqCst);
                         log::warn!("no thread for a connection: {e}");
                     }
                 }
@@ -304,8 +296,9 @@ fn serve_shared(
     })
 }
 
-/// The open connections: when each came, whether its request has arrived, and a handle to
-/// shut it down with (its thread's read then ends at once).
+/// The open connections (those not evicted count toward [`MAX_CONNECTIONS`]): when each came,
+/// whether its request has arrived, and a handle to shut it down with (its thread's read then
+/// ends at once).
 #[derive(Default)]
 struct Slots {
     open: Mutex<Vec<Slot>>,
@@ -315,7 +308,10 @@ struct Slots {
 struct Slot {
     id: usize,
     since: Instant,
-    answering: bool,
+    /// The client has sent something (a TLS hello, a request line): not idle.
+    spoke: bool,
+    /// Shut down to make room: winding down, no longer counted.
+    evicted: bool,
     stream: Option<TcpStream>,
 }
 
@@ -329,20 +325,31 @@ impl Slots {
         open.push(Slot {
             id,
             since: Instant::now(),
-            answering: false,
+            spoke: false,
+            evicted: false,
             stream: stream.try_clone().ok(),
         });
         id
     }
 
-    /// Its request has arrived: it is no longer idle, and is never evicted.
-    fn answering(&self, id: usize) {
+    /// Connections open now and not evicted (an evicted one is only winding down).
+    fn live(&self) -> usize {
+        self.open
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .filter(|s| !s.evicted)
+            .count()
+    }
+
+    /// The client has sent its first bytes: it is no longer idle, and is never evicted.
+    fn spoke(&self, id: usize) {
         let mut open = self
             .open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(s) = open.iter_mut().find(|s| s.id == id) {
-            s.answering = true;
+            s.spoke = true;
         }
     }
 
@@ -363,12 +370,30 @@ impl Slots {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         let Some(idlest) = open
             .iter_mut()
-            .filter(|s| !s.answering && s.stream.is_some())
+            .filter(|s| !s.spoke && !s.evicted && s.stream.is_some())
             .min_by_key(|s| s.since)
         else {
             return false;
         };
+        idlest.evicted = true;
         if let Some(stream) = idlest.stream.take() {
+            // An abortive close (SO_LINGER 0: RST when its thread drops it): no TIME_WAIT here,
+            // where a client that reconnects at once from a reused port would meet it and wait
+            // out SYN retransmissions.
+            let linger = libc::linger {
+                l_onoff: 1,
+                l_linger: 0,
+            };
+            // SAFETY: a valid socket and a linger value of the size passed.
+            unsafe {
+                libc::setsockopt(
+                    stream.as_raw_fd(),
+                    libc::SOL_SOCKET,
+                    libc::SO_LINGER,
+                    (&raw const linger).cast(),
+                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
+                );
+            }
             let _ = stream.shutdown(std::net::Shutdown::Both);
         }
         true
@@ -449,9 +474,21 @@ fn answer(
     stream: TcpStream,
     source: &Mutex<&mut MetricsSource>,
     web: Option<&WebConfig>,
-    request_arrived: impl FnOnce(),
+    spoke: impl FnOnce(),
 ) -> Result<()> {
     let deadline = Instant::now() + REQUEST_DEADLINE;
+    // Idle until the client sends its first bytes (a TLS hello takes round trips before the
+    // request: counted from the first byte, a handshake in progress is never taken for idle).
+    let first = i32::try_from(REQUEST_DEADLINE.as_millis()).unwrap_or(i32::MAX);
+    let mut fd = libc::pollfd {
+        fd: stream.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd for the duration of the call.
+    let ready = unsafe { libc::poll(&raw mut fd, 1, first) };
+    anyhow::ensure!(ready > 0, "nothing sent within {REQUEST_DEADLINE:?}");
+    spoke();
     let mut conn = match web {
         Some(w) => w.wrap(stream)?,
         None => Conn::Plain(stream),
@@ -462,7 +499,6 @@ fn answer(
         accept,
         authorization,
     } = read_request(&mut conn, deadline)?;
-    request_arrived();
     let protobuf = prometheus_proto::accepts(&accept);
     if let Some(w) = web
         && !w.authorized(authorization.as_deref())
