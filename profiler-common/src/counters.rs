@@ -1,7 +1,7 @@
 //! The counters of a syscall (per slot, per CPU) and of a row (a process or a cgroup), and the
 //! classes they count errors and drops by.
 
-use crate::{LatencyBuckets, MAX_SYSCALL_SLOTS};
+use crate::{LatencyBuckets, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS};
 
 /// Cgroup ids `--cgroup` can trace: the named cgroups and every cgroup below them.
 pub const MAX_CGROUP_IDS: u32 = 4096;
@@ -200,3 +200,33 @@ pod!(RowStats);
 
 // SAFETY: three #[repr(C)] structs of u64, all multiples of 8 bytes: no padding.
 pod!(SyscallSlot);
+
+/// Keys of the `EVERY` map: a 64-bit syscall's number, or [`MAX_SYSCALL_NR`] + an ia32 one.
+pub const EVERY_KEYS: u32 = 2 * MAX_SYSCALL_NR;
+
+/// The `EVERY` key of syscall `nr` of the 64-bit table, or of the ia32 table when `ia32`;
+/// `None` for a number beyond the tables.
+#[inline(always)]
+#[must_use]
+pub const fn every_key(nr: u64, ia32: bool) -> Option<u32> {
+    if nr >= MAX_SYSCALL_NR as u64 {
+        return None;
+    }
+    Some(nr as u32 + if ia32 { MAX_SYSCALL_NR } else { 0 })
+}
+
+/// Every call of the traced processes, timed or not, per syscall number and CPU (the `EVERY`
+/// map): what the table leaves out is the rest of their syscall time.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OtherCalls {
+    /// Completed calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Their time from entry to exit, ns.
+    pub total_ns: u64,
+}
+
+// SAFETY: a #[repr(C)] struct of u64 fields: no padding, no invalid bit patterns.
+pod!(OtherCalls);

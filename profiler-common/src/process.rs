@@ -2,6 +2,8 @@
 //! flight.
 
 use crate::SlotEntry;
+#[cfg(doc)]
+use crate::{MAX_SYSCALL_NR, OtherCalls, every_key};
 
 /// How many processes get their own per-process counters. The last index collects every process
 /// beyond that (see [`OVERFLOW_PROCESS`]), so nothing is lost when a server forks more.
@@ -50,10 +52,18 @@ pub struct ThreadStart {
     /// 0 for a call timed by the syscall tracepoints; for a 32-bit (ia32) call, timed by the
     /// raw `sys_enter`/`sys_exit` programs, its slot-table entry (never 0).
     pub compat_entry: SlotEntry,
+    /// Every call of a traced process ([`EVERY`](OtherCalls)): `bpf_ktime_get_ns()` at entry,
+    /// 0 when none is in flight.
+    pub every_start_ns: u64,
+    /// Its [`every_key`]: the syscall number, the ia32 table's above [`MAX_SYSCALL_NR`].
+    pub every_key: u32,
+    /// Explicit padding.
+    pub _pad: u32,
 }
 
 /// [`ThreadStart::process`] of a call timed under `--all` in a process nobody named.
 pub const NO_PROCESS: u32 = u32::MAX;
 
-// SAFETY: u64 + u32 + explicit u32 padding: no implicit padding, any bit pattern valid.
+// SAFETY: u64 + u32 + u32, u64 + u32 + explicit u32 padding: no implicit padding, any bit
+// pattern valid.
 pod!(ThreadStart);

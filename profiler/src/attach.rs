@@ -263,6 +263,15 @@ fn finish(
     };
     let mut report = format!("Traced for {:.2}s ({ended}).\n", elapsed.as_secs_f64());
     report.push_str(&table::syscall_table(&snapshot));
+    match table::every_syscall_table(&snapshot) {
+        Some(t) if options.trace.every == crate::bpf::CountEvery::Always => {
+            report.push_str(&Section::new(table::EVERY_SYSCALL_TITLE, t).to_text());
+        }
+        Some(_) => {}
+        None => report.push_str(
+            "left out: not measured (the fentry front end spares every syscall the raw tracepoints that count the rest; --syscalls all counts them)\n",
+        ),
+    }
     if let Some(t) = table::off_cpu_table(&snapshot) {
         report.push_str(&Section::new(table::OFF_CPU_TITLE, t).to_text());
     }

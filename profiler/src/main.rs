@@ -61,9 +61,11 @@ fn run(cli: Cli) -> Result<i32> {
                 );
             }
             profiler::export::check_export_args(&args.exports)?;
+            let (syscalls, every) = Syscall::resolve_choice(&args.syscalls)?;
             let options = AttachOptions {
                 trace: TraceRequest {
-                    syscalls: Syscall::resolve_list(&args.syscalls)?,
+                    syscalls,
+                    every,
                     pids: args.pids,
                     all: args.all,
                     children: !args.no_children,
@@ -94,9 +96,11 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Serve(args) => {
+            let (syscalls, every) = Syscall::resolve_choice(&args.syscalls)?;
             let options = profiler::serve::ServeOptions {
                 trace: TraceRequest {
-                    syscalls: Syscall::resolve_list(&args.syscalls)?,
+                    syscalls,
+                    every,
                     pids: args.pids,
                     all: args.all,
                     children: true,

@@ -469,9 +469,100 @@ pub struct Snapshot {
     /// with no ia32 number, processes beyond a raised `pid_max`, ...): with any, the reports
     /// do not say that every call was recorded.
     pub not_seen: Vec<String>,
+    /// Every call of the traced processes per syscall, the table's and the rest, largest time
+    /// first; `None` where they were not counted (see [`EveryCall`]).
+    pub every: Option<Vec<EveryCall>>,
+}
+
+/// Every call of the traced processes to one syscall, timed in the table or not: counted from
+/// the raw `sys_enter`/`sys_exit` tracepoints (`every_enter`, `every_exit`), so the share of
+/// syscall time the table leaves out compares like with like.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EveryCall {
+    /// The syscall's name (the 64-bit table's, or the ia32 table's for a 32-bit call).
+    pub name: String,
+    /// A 32-bit (ia32) call.
+    pub ia32: bool,
+    /// Whether the table times this syscall.
+    pub in_table: bool,
+    /// Completed calls.
+    pub calls: u64,
+    /// Failed calls.
+    pub errors: u64,
+    /// Their time, entry to exit, ns.
+    pub total_ns: u64,
+}
+
+/// The syscall time the table leaves out ([`Snapshot::left_out`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeftOut {
+    /// Its share of every call's time, 0–1.
+    pub share: f64,
+    /// All the traced processes' syscall time, ns.
+    pub total_ns: u64,
+    /// The syscalls left out, largest time first, with their shares of all the time.
+    pub largest: Vec<(String, f64)>,
+}
+
+impl LeftOut {
+    /// One line: the share and the largest syscalls it is made of.
+    #[must_use]
+    pub fn line(&self) -> String {
+        if self.largest.is_empty() {
+            return "left out: none of the traced processes' syscall time (every syscall they made is in the table)".to_owned();
+        }
+        let names: Vec<String> = self
+            .largest
+            .iter()
+            .take(5)
+            .map(|(name, share)| format!("{name} {:.1}%", share * 100.0))
+            .collect();
+        let more = self.largest.len().saturating_sub(5);
+        format!(
+            "left out: {:.1}% of the traced processes' syscall time is in syscalls not in the table: {}{}",
+            self.share * 100.0,
+            names.join(", "),
+            if more > 0 {
+                format!(" and {more} more (--syscalls all lists them)")
+            } else {
+                String::new()
+            }
+        )
+    }
 }
 
 impl Snapshot {
+    /// What the table leaves out of the traced processes' syscall time; `None` where every
+    /// call was not counted.
+    #[must_use]
+    pub fn left_out(&self) -> Option<LeftOut> {
+        let every = self.every.as_ref()?;
+        let total_ns: u64 = every.iter().map(|e| e.total_ns).sum();
+        let share = |ns: u64| {
+            if total_ns == 0 {
+                0.0
+            } else {
+                ns as f64 / total_ns as f64
+            }
+        };
+        let mut largest: Vec<(String, u64)> = Vec::new();
+        for e in every.iter().filter(|e| !e.in_table && e.calls > 0) {
+            match largest.iter_mut().find(|(name, _)| *name == e.name) {
+                Some((_, ns)) => *ns += e.total_ns,
+                None => largest.push((e.name.clone(), e.total_ns)),
+            }
+        }
+        largest.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Some(LeftOut {
+            share: share(largest.iter().map(|(_, ns)| ns).sum()),
+            total_ns,
+            largest: largest
+                .into_iter()
+                .map(|(name, ns)| (name, share(ns)))
+                .collect(),
+        })
+    }
+
     /// The entry for one syscall by name.
     #[must_use]
     pub fn syscall(&self, name: &str) -> Option<&SyscallSummary> {
@@ -516,6 +607,15 @@ impl Snapshot {
                 self.not_seen.push(line.clone());
             }
         }
+        self.every = match (self.every.take(), &other.every) {
+            (Some(mut mine), Some(theirs)) => {
+                merge_every(&mut mine, theirs, |a, b| a + b);
+                Some(mine)
+            }
+            // Merged into an empty snapshot (the first run), or not counted on one side.
+            (None, Some(theirs)) if self.syscalls.is_empty() => Some(theirs.clone()),
+            _ => None,
+        };
     }
 
     /// What happened between `earlier` and `self`.
@@ -549,13 +649,56 @@ impl Snapshot {
         for (i, d) in dropped.0.iter_mut().enumerate() {
             *d = self.dropped.0[i].saturating_sub(earlier.dropped.0[i]);
         }
+        let every = self.every.as_ref().map(|now| {
+            let mut delta = now.clone();
+            if let Some(then) = &earlier.every {
+                merge_every(&mut delta, then, u64::saturating_sub);
+            }
+            delta.retain(|e| e.calls > 0);
+            sort_every(&mut delta);
+            delta
+        });
         Self {
             syscalls,
             processes,
             dropped,
             not_seen: self.not_seen.clone(),
+            every,
         }
     }
+}
+
+/// Combines `theirs` into `mine` syscall by syscall with `op` (a sum, or a difference).
+fn merge_every(mine: &mut Vec<EveryCall>, theirs: &[EveryCall], op: fn(u64, u64) -> u64) {
+    for t in theirs {
+        match mine
+            .iter_mut()
+            .find(|m| m.name == t.name && m.ia32 == t.ia32)
+        {
+            Some(m) => {
+                m.calls = op(m.calls, t.calls);
+                m.errors = op(m.errors, t.errors);
+                m.total_ns = op(m.total_ns, t.total_ns);
+            }
+            None => mine.push(EveryCall {
+                calls: op(0, t.calls),
+                errors: op(0, t.errors),
+                total_ns: op(0, t.total_ns),
+                ..t.clone()
+            }),
+        }
+    }
+    sort_every(mine);
+}
+
+/// Largest time first, then by name.
+pub fn sort_every(every: &mut [EveryCall]) {
+    every.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.name.cmp(&b.name))
+            .then(a.ia32.cmp(&b.ia32))
+    });
 }
 
 /// A latency quantile as the reports name it.

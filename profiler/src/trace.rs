@@ -55,6 +55,8 @@ pub struct TraceRequest {
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the reports show.
     pub slow_top: u32,
+    /// Whether every call is counted too (`--syscalls all`: always, and listed).
+    pub every: crate::bpf::CountEvery,
 }
 
 impl TraceRequest {
@@ -169,6 +171,7 @@ impl Trace {
             off_cpu: request.off_cpu,
             by_cgroup: request.by_cgroup,
             slow: request.slow,
+            count_every: request.every,
             // In a child pid namespace this process's pid names another one for the kernel.
             exclude_self: !crate::process::in_child_pid_namespace(),
             ..SessionConfig::new(request.syscalls.clone(), target)

@@ -50,6 +50,7 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         slow: None,
         slow_top: 10,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),
+        every: profiler::bpf::CountEvery::Auto,
         server_bin: servers_binary(),
         timeout: Duration::from_secs(5),
         progress: false,

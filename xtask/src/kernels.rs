@@ -156,6 +156,8 @@ pub struct GuestBinaries {
     pub fault_tests: PathBuf,
     /// profiler/tests/hosts.rs (32-bit processes, pid namespaces, capabilities, mounts).
     pub hosts_tests: PathBuf,
+    /// profiler/tests/differential.rs (every counting path against strace).
+    pub differential_tests: PathBuf,
     /// The release profiler (the servers binary sits next to it).
     pub profiler: PathBuf,
 }
@@ -185,6 +187,7 @@ impl GuestBinaries {
             c2c_tests: test_binary("c2c")?,
             fault_tests: test_binary("faults")?,
             hosts_tests: test_binary("hosts")?,
+            differential_tests: test_binary("differential")?,
             profiler: root().join("target/release/profiler"),
         })
     }
@@ -468,6 +471,8 @@ fn boot_and_run(
         .arg(&binaries.fault_tests)
         .arg("--hosts-tests")
         .arg(&binaries.hosts_tests)
+        .arg("--differential-tests")
+        .arg(&binaries.differential_tests)
         .arg("--profiler")
         .arg(&binaries.profiler)
         .current_dir(root());

@@ -88,6 +88,8 @@ enum Task {
         #[arg(long)]
         hosts_tests: PathBuf,
         #[arg(long)]
+        differential_tests: PathBuf,
+        #[arg(long)]
         profiler: PathBuf,
     },
     /// The guest suite's workload: failing close(-1) calls in this process and its children.
@@ -180,6 +182,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
             c2c_tests,
             fault_tests,
             hosts_tests,
+            differential_tests,
             profiler,
         } => {
             // A locked-down guest is where the profiler's own handling of tracefs is tested.
@@ -192,6 +195,7 @@ fn run(cli: Cli) -> Result<ExitCode> {
                 c2c_tests,
                 fault_tests,
                 hosts_tests,
+                differential_tests,
                 profiler,
             }
             .run()?;

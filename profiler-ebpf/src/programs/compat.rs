@@ -69,13 +69,28 @@ pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
         }
         return 0;
     }
-    if start.compat_entry == 0 {
-        return 0;
+    let mut entry = start.compat_entry;
+    if entry == 0 {
+        // A 64-bit call still open here: `syscall_exit` did not see its exit, because the exit
+        // is a 32-bit one: an execve that landed in a 32-bit program (the syscall tracepoints
+        // skip compat exits). The kernel set its number to the ia32 execve's for that first
+        // return (`__set_personality_ia32`), so the ia32 table names it.
+        let regs = ctx.arg::<*const u8>(0);
+        if !is_ia32(regs) {
+            return 0;
+        }
+        // SAFETY: as in `is_ia32`.
+        let nr = unsafe { bpf_probe_read_kernel(regs.add(PT_REGS_ORIG_AX).cast::<u64>()) }
+            .unwrap_or(u64::MAX);
+        entry = IA32_SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+        if slot_of_entry(entry).is_none() {
+            return 0;
+        }
     }
     // SAFETY: a plain helper call.
     let now = unsafe { bpf_ktime_get_ns() };
     // SAFETY: as above.
     unsafe { (*start_ptr).start_ns = 0 };
-    account(&ctx, pid_tgid, start, start.compat_entry, ret, now);
+    account(&ctx, pid_tgid, start, entry, ret, now);
     0
 }

@@ -26,6 +26,10 @@ pub(crate) static SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYS
 #[map]
 pub(crate) static IA32_SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYSCALL_NR, 0);
 
+/// Every call of the traced processes by [`every_key`] (`every_enter`/`every_exit`).
+#[map]
+pub(crate) static EVERY: PerCpuArray<OtherCalls> = PerCpuArray::with_max_entries(EVERY_KEYS, 0);
+
 /// Per slot: counters and latency histogram.
 #[map]
 pub(crate) static SYSCALLS: PerCpuArray<SyscallSlot> =

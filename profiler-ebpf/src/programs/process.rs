@@ -63,7 +63,10 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if let Some(start) = START.get_ptr_mut(pid_tgid as u32) {
         // SAFETY: the exiting thread's own entry.
-        unsafe { (*start).start_ns = 0 };
+        unsafe {
+            (*start).start_ns = 0;
+            (*start).every_start_ns = 0;
+        };
     }
     if !group_dead(&ctx) {
         return 0;

@@ -123,7 +123,13 @@ pub fn syscall_exit(ctx: TracePointContext) -> u32 {
     // SAFETY: as above.
     unsafe { (*start_ptr).start_ns = 0 };
     let ret = field::<8>(&ctx, layout(&LAYOUT.sys_exit_ret)) as i64;
-    let entry = SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
+    // A call begun as a 32-bit one and ending as a 64-bit one (an execve from a 32-bit program
+    // into a 64-bit one) keeps its entry's syscall: the record's number is the ia32 one.
+    let entry = if start.compat_entry != 0 {
+        start.compat_entry
+    } else {
+        SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0)
+    };
     account(&ctx, pid_tgid, start, entry, ret, now);
     0
 }

@@ -32,7 +32,8 @@ use clap::Args;
 
 use crate::{
     bpf::{
-        AttachPoint, Programs, SchedAttach, Session, SessionConfig, Syscall, SyscallAttach, Target,
+        AttachPoint, CountEvery, Programs, SchedAttach, Session, SessionConfig, Syscall,
+        SyscallAttach, Target,
     },
     inference::{Estimate, Method, TARGET_LEVEL},
     report::table::Table,
@@ -78,6 +79,9 @@ pub enum Config {
     /// The profiler's programs with `--slow 1ns` and the collector reading: every call is
     /// recorded (ring buffer, user stack, name) and grouped in user space.
     ProfilerSlowEvery,
+    /// The profiler's programs counting every call too (`--syscalls all`: the raw
+    /// `sys_enter`/`sys_exit` pair beside them).
+    ProfilerEvery,
     /// bpftrace's hist() one-liner.
     Bpftrace,
     /// Do-nothing programs on the raw sched_switch and sched_wakeup: `--off-cpu`'s floor.
@@ -98,6 +102,7 @@ impl Config {
             Self::ProfilerOffCpuClassic => "syscall-profiler --off-cpu, classic sched tracepoints",
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
             Self::ProfilerSlowEvery => "syscall-profiler --slow 1ns",
+            Self::ProfilerEvery => "syscall-profiler --syscalls all",
             Self::Bpftrace => "bpftrace one-liner",
             Self::EmptySched => "empty sched pair, raw_tp",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
@@ -124,7 +129,8 @@ impl Config {
             | Self::ProfilerOffCpu
             | Self::ProfilerOffCpuClassic
             | Self::ProfilerSlow
-            | Self::ProfilerSlowEvery => Some(Programs::Profiler),
+            | Self::ProfilerSlowEvery
+            | Self::ProfilerEvery => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
     }
@@ -198,6 +204,7 @@ fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
         Config::Profiler,
         Config::ProfilerOffCpu,
         Config::ProfilerSlow,
+        Config::ProfilerEvery,
     ];
     if bpftrace {
         configs.push(Config::Bpftrace);
@@ -222,6 +229,7 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
     let mut rows = vec![
         // (a) the profiler tracks another process; this one closes untraced.
         Measured::new(Config::Profiler, Workload::DupClose, Tracked::Other),
+        Measured::new(Config::ProfilerEvery, Workload::DupClose, Tracked::Other),
         // (b) close is traced in this process, which calls getppid.
         Measured::new(Config::Nothing, Workload::Getppid, Tracked::Me),
         Measured::new(
@@ -230,6 +238,7 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
             Tracked::Me,
         ),
         Measured::new(Config::Profiler, Workload::Getppid, Tracked::Me),
+        Measured::new(Config::ProfilerEvery, Workload::Getppid, Tracked::Me),
         Measured::new(
             Config::Empty(AttachPoint::RawTracepoint),
             Workload::Getppid,
@@ -395,6 +404,11 @@ fn measure_one(
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
         // with the floors (the compat programs' cost is the raw_tp empty pair's).
         compat: false,
+        count_every: if m.config == Config::ProfilerEvery {
+            CountEvery::Always
+        } else {
+            CountEvery::Never
+        },
         ..SessionConfig::new(syscalls.clone(), target)
     })?;
     // --slow 1ns records every call: read them as `attach --slow` does, or they would be lost.
@@ -886,6 +900,24 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                     ns_cell(&over)
                 ));
             }
+        }
+        if let (Some(every), Some(timed)) = (
+            find(Config::ProfilerEvery, Workload::Getppid, Tracked::Me),
+            find(Config::Profiler, Workload::Getppid, Tracked::Me),
+        ) {
+            out.push_str(&format!(
+                "  --syscalls all per call of a traced process not in the table {} (getppid; its floor, an empty raw_tp pair, is row (b) below)\n",
+                ns_cell(&round_added(every, timed))
+            ));
+        }
+        if let (Some(every), Some(timed)) = (
+            find(Config::ProfilerEvery, DupClose, Tracked::Other),
+            find(Config::Profiler, DupClose, Tracked::Other),
+        ) {
+            out.push_str(&format!(
+                "  --syscalls all per syscall of an untraced process .......... {}\n",
+                ns_cell(&round_added(every, timed))
+            ));
         }
         if let Some(slow) = find(Config::ProfilerSlow, DupClose, Tracked::Me)
             && let Some(split) = find(Config::ProfilerOffCpu, DupClose, Tracked::Me)

@@ -21,9 +21,10 @@ use aya::{
     maps::{Array, MapData, PerCpuArray},
 };
 use profiler_common::{
-    DERIVED_PROCESS, DROP_REASONS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
-    MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, RECORD_HEADER, RecordLayout, RowStats, SLOW_RING_BYTES,
-    SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry, forked_process_indexes,
+    DERIVED_PROCESS, DROP_REASONS, EVERY_KEYS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
+    MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, OtherCalls, RECORD_HEADER, RecordLayout,
+    RowStats, SLOW_RING_BYTES, SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry,
+    forked_process_indexes,
 };
 
 use self::attach::{AttachTo, Link};
@@ -35,7 +36,8 @@ pub use self::{
 use crate::{
     error::SetupError,
     stats::{
-        DropCounts, LatencyHistogram, OffCpuSplit, RowSummary, RowSyscall, Snapshot, SyscallSummary,
+        DropCounts, EveryCall, LatencyHistogram, OffCpuSplit, RowSummary, RowSyscall, Snapshot,
+        SyscallSummary,
     },
 };
 
@@ -92,6 +94,9 @@ pub struct SessionConfig {
     /// this project's VMs). On by default; off only where the caller knows every traced
     /// process runs a 64-bit program.
     pub compat: bool,
+    /// Whether every call of the traced processes is counted too, per syscall (for the share
+    /// of their syscall time the table leaves out, and `--syscalls all`).
+    pub count_every: CountEvery,
     /// Never count this process's own calls (attach and serve: their polling, /proc reads and
     /// writes under `--all`, or when a named process is their parent).
     pub exclude_self: bool,
@@ -116,10 +121,28 @@ impl SessionConfig {
             by_cgroup: false,
             slow: None,
             compat: true,
+            count_every: CountEvery::Auto,
             exclude_self: false,
             syscall_attach: None,
         }
     }
+}
+
+/// When every call of the traced processes is counted ([`SessionConfig::count_every`]): by
+/// two programs on the raw `sys_enter`/`sys_exit` tracepoints, which every syscall of the
+/// machine runs (a map lookup and out for the untraced).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CountEvery {
+    /// Where the session's raw 32-bit programs already put every syscall of the machine
+    /// through the raw tracepoints (the tracepoint front end with `compat`); not with fentry,
+    /// which spares every syscall that path, nor in `run` with a 64-bit server (the report
+    /// then says that the share left out was not measured).
+    #[default]
+    Auto,
+    /// On any front end (`--syscalls all`).
+    Always,
+    /// Never (the benchmark's floors).
+    Never,
 }
 
 /// Which programs a [`Session`] attaches.
@@ -175,6 +198,9 @@ pub struct Session {
     cgroups: Vec<String>,
     /// Whether 32-bit processes' calls are timed (the compat programs are attached).
     compat: bool,
+    /// What the session was asked about counting every call, and whether it does.
+    count_every: CountEvery,
+    every: bool,
     /// The front end timing the syscalls.
     syscall_front: SyscallFront,
     /// `kernel.pid_max` when the per-thread maps were sized.
@@ -363,6 +389,12 @@ impl Session {
             slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
             compat,
+            count_every: if config.programs == Programs::Profiler {
+                config.count_every
+            } else {
+                CountEvery::Never
+            },
+            every: false,
             syscall_front: SyscallFront::Tracepoint(None),
             pid_max,
         };
@@ -548,7 +580,53 @@ impl Session {
             processes,
             dropped: self.read_dropped()?,
             not_seen: self.not_seen(),
+            every: self.read_every()?,
         })
+    }
+
+    /// Every call of the traced processes per syscall, when they are counted.
+    fn read_every(&self) -> Result<Option<Vec<EveryCall>>, SetupError> {
+        if !self.every {
+            return Ok(None);
+        }
+        let map: PerCpuArray<&MapData, OtherCalls> = self.map("EVERY")?;
+        let mut every = Vec::new();
+        for key in 0..EVERY_KEYS {
+            let per_cpu = map
+                .get(&key, 0)
+                .map_err(|e| SetupError::bpf("reading EVERY", e))?;
+            let mut sum = OtherCalls::default();
+            for cpu in per_cpu.iter() {
+                sum.calls += cpu.calls;
+                sum.errors += cpu.errors;
+                sum.total_ns += cpu.total_ns;
+            }
+            if sum.calls == 0 {
+                continue;
+            }
+            let ia32 = key >= MAX_SYSCALL_NR;
+            let nr = key % MAX_SYSCALL_NR;
+            let (name, in_table) = if ia32 {
+                let name = syscalls::x86::Sysno::new(nr as usize)
+                    .map_or_else(|| format!("ia32 syscall {nr}"), |s| s.name().to_owned());
+                let timed = self.syscalls.iter().any(|s| s.ia32_nr == Some(nr));
+                (name, timed)
+            } else {
+                let name = syscalls::Sysno::new(nr as usize)
+                    .map_or_else(|| format!("syscall {nr}"), |s| s.name().to_owned());
+                (name, self.syscalls.iter().any(|s| s.nr == nr))
+            };
+            every.push(EveryCall {
+                name,
+                ia32,
+                in_table,
+                calls: sum.calls,
+                errors: sum.errors,
+                total_ns: sum.total_ns,
+            });
+        }
+        crate::stats::sort_every(&mut every);
+        Ok(Some(every))
     }
 
     /// Zeroes every counter and histogram (not the tracking): what follows starts from nothing,
@@ -575,6 +653,9 @@ impl Session {
         zero::<SyscallSlot>(self, "SYSCALLS", slots, cpus)?;
         zero::<LatencyBuckets>(self, "EVENTS", slots, cpus)?;
         zero::<u64>(self, "DROPPED", DROP_REASONS as u32, cpus)?;
+        if self.every {
+            zero::<OtherCalls>(self, "EVERY", EVERY_KEYS, cpus)?;
+        }
         let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
         let forked = next
             .get(&0, 0)
@@ -942,7 +1023,7 @@ impl Session {
             match self.attach_fentry(targets) {
                 Ok(()) => {
                     self.syscall_front = front;
-                    return Ok(());
+                    return self.attach_every();
                 }
                 Err(e) => {
                     attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
@@ -970,6 +1051,21 @@ impl Session {
         self.attach_syscall_tracepoints(programs)?;
         if self.compat {
             self.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
+        }
+        self.attach_every()
+    }
+
+    /// `every_enter`/`every_exit`, where [`CountEvery`] asks for them on this front end.
+    fn attach_every(&mut self) -> Result<(), SetupError> {
+        let fentry = matches!(self.syscall_front, SyscallFront::Fentry(_));
+        self.every = match self.count_every {
+            CountEvery::Always => true,
+            CountEvery::Auto => !fentry && self.compat,
+            CountEvery::Never => false,
+        };
+        if self.every {
+            self.attach("every_enter", &AttachTo::raw("sys_enter"))?;
+            self.attach("every_exit", &AttachTo::raw("sys_exit"))?;
         }
         Ok(())
     }

@@ -120,6 +120,29 @@ impl Syscall {
         })
     }
 
+    /// [`Syscall::resolve_list`], where `all` asks for every call of the traced processes to be
+    /// counted and listed ([`CountEvery::Always`]): with `all` alone, the default set is timed.
+    pub fn resolve_choice<S: AsRef<str>>(
+        names: &[S],
+    ) -> Result<(Vec<Self>, super::CountEvery), SetupError> {
+        let names: Vec<&str> = names
+            .iter()
+            .flat_map(|n| n.as_ref().split(','))
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+            .collect();
+        if !names.contains(&"all") {
+            return Ok((Self::resolve_list(&names)?, super::CountEvery::Auto));
+        }
+        let rest: Vec<&str> = names.into_iter().filter(|n| *n != "all").collect();
+        let timed = if rest.is_empty() {
+            Self::resolve_list(DEFAULT_SYSCALLS)?
+        } else {
+            Self::resolve_list(&rest)?
+        };
+        Ok((timed, super::CountEvery::Always))
+    }
+
     /// Resolves a comma-separated list, keeping the order and dropping repeats.
     pub fn resolve_list<S: AsRef<str>>(names: &[S]) -> Result<Vec<Self>, SetupError> {
         let mut out: Vec<Self> = Vec::new();

@@ -95,6 +95,12 @@ struct MeasurementJson<'a> {
     dropped: DroppedJson,
     /// What the programs could not see (empty when nothing was left out).
     not_seen: &'a [String],
+    /// Every call of the traced processes per syscall, the table's and the rest; null where
+    /// they were not counted.
+    every_syscall: Option<&'a [crate::stats::EveryCall]>,
+    /// The share of their syscall time in syscalls the table leaves out (0–1); null where
+    /// every call was not counted.
+    left_out_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     slow: Option<&'a crate::slow::SlowReport>,
 }
@@ -120,6 +126,8 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             processes: processes(&m.syscalls),
             dropped: DroppedJson::from(&m.syscalls),
             not_seen: &m.syscalls.not_seen,
+            every_syscall: m.syscalls.every.as_deref(),
+            left_out_share: m.syscalls.left_out().map(|l| l.share),
             slow: m.slow.as_ref(),
         }
     }

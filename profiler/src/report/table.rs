@@ -204,6 +204,9 @@ pub fn syscall_summary(
     for line in &snapshot.not_seen {
         notes.push(format!("not seen: {line}"));
     }
+    if let Some(left_out) = snapshot.left_out() {
+        notes.push(left_out.line());
+    }
     for (reason, count) in snapshot.dropped.nonzero() {
         notes.push(format!("  {count} {}", reason.describe()));
     }
@@ -280,6 +283,36 @@ pub fn syscall_table(snapshot: &Snapshot) -> String {
     }
     out
 }
+
+/// `--syscalls all`: every syscall the traced processes made, timed in the table or not, from
+/// the raw tracepoints' count; `None` where every call was not counted.
+#[must_use]
+pub fn every_syscall_table(snapshot: &Snapshot) -> Option<Table> {
+    let every = snapshot.every.as_ref()?;
+    let total: u64 = every.iter().map(|e| e.total_ns).sum();
+    let mut table = Table::new([
+        "syscall", "calls", "errors", "total", "mean", "share", "in table",
+    ]);
+    for e in every {
+        table.row([
+            if e.ia32 {
+                format!("{} (32-bit)", e.name)
+            } else {
+                e.name.clone()
+            },
+            e.calls.to_string(),
+            e.errors.to_string(),
+            duration(e.total_ns),
+            duration_ns(e.total_ns as f64 / e.calls.max(1) as f64),
+            percent(e.total_ns as f64, total as f64),
+            if e.in_table { "yes" } else { "no" }.to_owned(),
+        ]);
+    }
+    Some(table)
+}
+
+/// The title of [`every_syscall_table`].
+pub const EVERY_SYSCALL_TITLE: &str = "Every syscall of the traced processes (--syscalls all: counted on the raw sys_enter/sys_exit tracepoints, entry to exit)";
 
 /// Per-process table (the multi-process server's workers): one row per process.
 #[must_use]

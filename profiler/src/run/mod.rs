@@ -368,6 +368,8 @@ pub struct RunOptions {
     pub slow_top: u32,
     /// Syscalls to time.
     pub syscalls: Vec<Syscall>,
+    /// Whether every call of the servers is counted too (`--syscalls all`).
+    pub every: crate::bpf::CountEvery,
     /// The `servers` binary.
     pub server_bin: PathBuf,
     /// Per-request timeout.
@@ -734,6 +736,7 @@ fn measure_run(
                 // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
                 // program (a 32-bit one, or a script).
                 compat: !crate::process::is_elf64(&server_spec.program()),
+                count_every: options.every,
                 ..SessionConfig::new(
                     options.syscalls.clone(),
                     Target::Processes(traced(variant, pid)),

@@ -754,6 +754,13 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
     section
         .notes
         .extend(not_seen.into_iter().map(|l| format!("not seen: {l}")));
+    for (v, merged) in &merged {
+        if let Some(left_out) = merged.left_out() {
+            section
+                .notes
+                .push(format!("{}: {}", v.variant, left_out.line()));
+        }
+    }
     Some(section)
 }
 
