@@ -27,10 +27,13 @@ pub enum ErrnoClass {
     /// and what the program sees is decided after `sys_exit`, at signal delivery: EINTR, or a
     /// restart it never sees (SA_RESTART, no handler), which enters the syscall again.
     Restart = 6,
+    /// ENOENT (2): no such file or directory, the common failure of openat, stat and access
+    /// (a program probing paths).
+    NoEnt = 7,
 }
 
 /// Number of [`ErrnoClass`] values.
-pub const ERRNO_CLASSES: usize = 7;
+pub const ERRNO_CLASSES: usize = 8;
 
 impl ErrnoClass {
     /// Every class, in array order.
@@ -42,6 +45,7 @@ impl ErrnoClass {
         Self::BadFd,
         Self::Other,
         Self::Restart,
+        Self::NoEnt,
     ];
 
     /// The class of a positive errno value. `sys_exit` sees the kernel's internal restart
@@ -57,6 +61,7 @@ impl ErrnoClass {
             104 => Self::ConnReset,
             32 => Self::Pipe,
             9 => Self::BadFd,
+            2 => Self::NoEnt,
             _ => Self::Other,
         }
     }
@@ -72,6 +77,7 @@ impl ErrnoClass {
             Self::BadFd => "EBADF",
             Self::Other => "other",
             Self::Restart => "ERESTART",
+            Self::NoEnt => "ENOENT",
         }
     }
 }

@@ -134,6 +134,6 @@ mod tests {
             "ENOIOCTLCMD is no interruption"
         );
         assert_eq!(ErrnoClass::of(104), ErrnoClass::ConnReset);
-        assert_eq!(ErrnoClass::of(2), ErrnoClass::Other);
+        assert_eq!(ErrnoClass::of(2), ErrnoClass::NoEnt);
     }
 }

@@ -411,3 +411,59 @@ fn every_syscall_counts_as_strace_counts() {
         "{text}"
     );
 }
+
+/// ENOENT is its own errno class: a program probing paths that do not exist (openat, access
+/// and newfstatat failing) has every failed call counted as ENOENT, as many as strace's error
+/// count, where it used to be "other".
+#[test]
+fn failed_path_lookups_count_as_enoent() {
+    let _serial = serial();
+    let missing = "/nonexistent-syscall-profiler-test";
+    let command = ["/bin/sh", "-c", &format!("ls {missing} {missing}2; exit 0")];
+    let out = scratch("enoent").join("summary");
+    let status = Command::new("strace")
+        .args(["-f", "-qq", "-c", "--trace=openat,newfstatat,statx", "-o"])
+        .arg(&out)
+        .arg("--")
+        .args(command)
+        .stderr(Stdio::null())
+        .status()
+        .expect("running strace");
+    assert!(status.success());
+    let expected: BTreeMap<String, u64> =
+        profiler::run::strace::parse_summary(&std::fs::read_to_string(&out).unwrap())
+            .into_iter()
+            .filter(|r| r.errors > 0)
+            .map(|r| (r.syscall, r.errors))
+            .collect();
+    assert!(!expected.is_empty(), "strace saw no failed lookup");
+    let json = scratch("enoent").join("e.json");
+    let run = profiler()
+        .args([
+            "attach",
+            "--syscalls",
+            "openat,newfstatat,statx",
+            "--export-json",
+        ])
+        .arg(&json)
+        .arg("--")
+        .args(command)
+        .stderr(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(run.status.success());
+    let data = read_json(&json);
+    let counted: BTreeMap<String, u64> = data["measurements"][0]["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| {
+            let enoent = s["errors"]["by_errno"]["ENOENT"].as_u64()?;
+            (enoent > 0).then(|| (s["name"].as_str().unwrap().to_owned(), enoent))
+        })
+        .collect();
+    assert_eq!(
+        counted, expected,
+        "ENOENT per syscall against strace's errors"
+    );
+}

@@ -493,6 +493,11 @@ impl Session {
     /// Whether the kernel programs still count `pid` as tracked: false once its last thread
     /// has exited.
     pub fn is_tracking(&self, pid: u32) -> Result<bool, SetupError> {
+        // A process numbered past the map (kernel.pid_max raised while tracing) was never
+        // tracked: its fork was counted as lost, and the snapshot's `not_seen` says so.
+        if pid >= self.pid_max {
+            return Ok(false);
+        }
         let tracked: Array<&MapData, u32> = self.map("TRACKED")?;
         let index = tracked
             .get(&pid, 0)
