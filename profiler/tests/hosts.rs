@@ -119,10 +119,10 @@ fn a_32_bit_process_is_counted_exactly() {
 
 /// Inside `unshare --pid --fork --mount-proc` the profiler used to trace host pid 2 for the
 /// command's pid 2 and hang; `--pid N` traced an unrelated host process. It now refuses in one
-/// line, at once, for attach (a command, or --pid) and run: within three times what starting
-/// the profiler there takes on this machine, plus two seconds (measured first: under
+/// line, at once, for attach (a command, or --pid) and run: within five times what starting
+/// the profiler there takes on this machine, plus ten seconds (measured first: under
 /// emulation, in the kernel matrix's guests, that alone is over a second, and a busy host
-/// makes it vary by as much again; a hang is what this rules out).
+/// made a refusal take 8 s there once; a hang, which never ends, is what this rules out).
 #[test]
 fn in_a_pid_namespace_pid_targets_are_refused_in_one_line_at_once() {
     let _serial = serial();
@@ -133,7 +133,7 @@ fn in_a_pid_namespace_pid_targets_are_refused_in_one_line_at_once() {
         .output()
         .expect("running unshare");
     assert!(version.status.success(), "{}", stderr(&version));
-    let bound = started.elapsed() * 3 + Duration::from_secs(2);
+    let bound = started.elapsed() * 5 + Duration::from_secs(10);
     for args in [
         vec!["attach", "--syscalls", "close", "--", "true"],
         vec!["attach", "--syscalls", "close", "--pid", "1"],
