@@ -1,7 +1,15 @@
-//! The kernel side of syscall-profiler: an enter and an exit program on the
-//! `sys_enter_*`/`sys_exit_*` tracepoints of every syscall in the chosen set, or, on the fentry
-//! front end, an fentry/fexit pair per traced syscall on the function its table calls; either
-//! times each call of the tracked processes into per-CPU maps.
+//! The kernel side of syscall-profiler (`programs/`). The syscalls are timed by one of two front
+//! ends: the syscall tracepoint pair (`syscall_enter`/`syscall_exit`, `timing.rs`), the same two
+//! on the `sys_enter_*`/`sys_exit_*` tracepoints of every syscall in the chosen set, with 32-bit
+//! calls timed by the raw compat pair (`compat_enter`/`compat_exit` on `sys_enter`/`sys_exit`,
+//! `compat.rs`); or, where the kernel allows it, fentry/fexit pairs per slot and syscall table
+//! (`fentry_N`/`fexit_N`, `fentry32_N`/`fexit32_N`, plus `fentry_socketcall`: `fentry.rs`) on
+//! the functions the tables call. Either times each call of the tracked processes into per-CPU
+//! maps. Beside them: the raw `every_enter`/`every_exit` pair (`every.rs`), counting every call
+//! of the traced processes per syscall number; process tracking (`task_newtask`, `process_exit`:
+//! `process.rs`); and `--off-cpu`'s scheduler programs (`sched_switch`, `sched_wakeup`,
+//! BTF-typed or classic: `sched.rs`). `--slow` has no program of its own: its maps and helpers
+//! (`slow.rs`) run in `sched_switch` (stacks, who held the CPU) and at a call's end (`account`).
 //!
 //! Hot path (every traced syscall): array lookups only, no hash maps, no atomics, no helper calls
 //! but the clock and the current task id. Options add to it only when given (frozen `.rodata`

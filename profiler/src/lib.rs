@@ -17,7 +17,8 @@
 //! - [`run`]: `profiler run`, the epoll server experiments end to end.
 //! - [`loadgen`]: the tokio load generator `profiler run` drives servers with.
 //! - [`report`]: tables and histograms.
-//! - [`export`]: JSON, CSV, HdrHistogram, Prometheus, Markdown and HTML exports.
+//! - [`export`]: JSON, CSV, HdrHistogram, Prometheus, Markdown, HTML and folded-stack exports,
+//!   and the OTLP push.
 //! - [`serve`]: `profiler serve`, the counters as a Prometheus scrape target.
 //! - [`slow`]: `--slow`, the slowest calls with their symbolized stacks.
 //! - [`bench`]: `profiler bench`, the profiler measuring itself.

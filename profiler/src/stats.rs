@@ -862,7 +862,7 @@ pub fn syscall_figures() -> Vec<Figure> {
     for q in QUANTILES {
         figures.push(figure(
             &format!("{}_ns", q.key),
-            "A latency quantile, ns (within the kernel bucket's 1/32).",
+            "A latency quantile, ns (its kernel bucket's midpoint, within 1/64 of the exact value).",
             true,
             None,
             move |s| Value::Count(s.quantile_ns(q.q)),

@@ -364,7 +364,8 @@ fn pipe_read_waiting_20ms_measures_20ms() {
     assert_eq!(read.calls, READS as u64);
     // A read waits from just after the previous write to the next one: at most the writer's
     // interval (20 ms plus how late its sleep ran, which is more under emulation), at least
-    // 20 ms less the reader's wake-up. 1 ms on either side covers the bucket (1/32 of 20 ms).
+    // 20 ms less the reader's wake-up. 1 ms on either side covers the bucket (at most 1/32 of
+    // 20 ms wide).
     intervals.sort();
     let interval = u64::try_from(intervals[READS / 2].as_nanos()).unwrap();
     let p50 = read.latency.value_at_quantile(0.5);
@@ -804,7 +805,8 @@ fn split_of(s: &profiler::stats::SyscallSummary) -> (u64, u64, u64) {
     assert_eq!(split.on_cpu.total(), s.calls, "one on-CPU value per call");
     let (on, blocked, runnable) = s.time_split().unwrap();
     assert_eq!(on + blocked + runnable, s.total_ns);
-    // The on-CPU histogram's values add up to the on-CPU total within its buckets' 1/32.
+    // The on-CPU histogram's midpoints add up to the on-CPU total within 1/32 (each is within
+    // 1/64 of its values).
     let sum: f64 = split
         .on_cpu
         .buckets()

@@ -109,8 +109,14 @@ impl Suite {
                 &|| run_ok(Command::new(&self.hosts_tests).arg("--test-threads=1")),
             ),
             (
-                "differential suite: every counting path against strace (profiler/tests/differential.rs)",
-                &|| run_ok(Command::new(&self.differential_tests).arg("--test-threads=1")),
+                "differential suite against strace, attach -- CMD (profiler/tests/differential.rs)",
+                &|| {
+                    run_ok(
+                        Command::new(&self.differential_tests)
+                            .arg("--test-threads=1")
+                            .env("PROFILER_DIFFERENTIAL", "command"),
+                    )
+                },
             ),
             ("profiler attach: exact counts across forks", &|| {
                 self.attach_counts_exactly()

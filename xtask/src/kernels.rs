@@ -1,6 +1,7 @@
-//! The kernel matrix: boots each kernel users run (Debian 12's 6.1, the 6.12 LTS, 6.1 PREEMPT_RT)
-//! in qemu over this machine's root filesystem with virtme-ng, and runs the guest suite
-//! (`xtask guest-suite`, see guest.rs) inside it. The running kernel is tested by the host suite.
+//! The kernel matrix: boots each kernel users run (Debian 12's 6.1, the 6.12 LTS, 6.1 PREEMPT_RT,
+//! and 6.12 locked down for confidentiality: `MATRIX`) in qemu over this machine's root
+//! filesystem with virtme-ng, and runs the guest suite (`xtask guest-suite`, see guest.rs) inside
+//! it. The running kernel is tested by the host suite.
 
 use std::{
     fs,

@@ -1,5 +1,5 @@
-//! `cargo xtask setup | build-ebpf | run | test | test-kernels`: how syscall-profiler is built,
-//! run and tested.
+//! `cargo xtask setup | build-ebpf | run | test | package | test-kernels`: how syscall-profiler
+//! is built, run, tested and packaged.
 
 mod guest;
 mod kernels;
@@ -16,7 +16,8 @@ use std::{
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 
-/// The bpf-linker release that works with the preinstalled nightly (see ../shared/toolchain/README.md).
+/// The bpf-linker release that works with the preinstalled nightly; `cargo xtask setup` builds it
+/// against the nightly's libLLVM (the recipe: ../shared/toolchain/README.md, outside the repo).
 const BPF_LINKER_VERSION: &str = "0.13.0";
 const NIGHTLY: &str = "nightly";
 /// Debian packages the test suite drives: load generators, peers and real consumers of exports.

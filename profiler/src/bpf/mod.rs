@@ -1,7 +1,8 @@
 //! Loading, configuring and attaching the kernel programs, and reading what they counted.
 //!
 //! A [`Session`] is one load of `profiler-ebpf`: the syscall set and the target processes are data
-//! written into its maps; every syscall shares the same two programs.
+//! written into its maps. On the tracepoint front end every traced syscall shares the same two
+//! programs (`syscall_enter`/`syscall_exit`); on fentry each slot has its own pair per table.
 
 pub mod attach;
 pub mod environment;

@@ -192,7 +192,7 @@ pub fn render(data: &ExportData) -> String {
     out.push_str("<h2>Latency by percentile, per syscall</h2>\n");
     let _ = writeln!(
         out,
-        "<p class=\"note\">One chart per scenario and syscall, the variants compared in their colours: latency at each percentile on a log \"nines\" axis, from the kernel's buckets (each within 1/32 of its value), as HdrHistogram plots are drawn; curves from fewer than {} calls are not drawn (their percentiles are a few calls), only named.</p>",
+        "<p class=\"note\">One chart per scenario and syscall, the variants compared in their colours: latency at each percentile on a log \"nines\" axis, from the kernel's buckets (each at most 1/32 of its value wide; a percentile is its bucket's midpoint, within 1/64), as HdrHistogram plots are drawn; curves from fewer than {} calls are not drawn (their percentiles are a few calls), only named.</p>",
         super::charts::MIN_CURVE_VALUES
     );
     let mut any = false;
