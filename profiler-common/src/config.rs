@@ -47,8 +47,12 @@ pub struct Config {
     pub by_cgroup: u8,
     /// 1 for `--off-cpu` (and `--slow`).
     pub split_off_cpu: u8,
+    /// 1 where the per-thread state is keyed by thread id in hash maps (`START_BY_TID`, ...),
+    /// sized by the threads that can exist, instead of arrays indexed by id and sized by
+    /// `kernel.pid_max`: a large `pid_max` (systemd's 4194304), or one raised while tracing.
+    pub per_thread_hash: u8,
     /// Explicit padding.
-    pub _pad: u32,
+    pub _pad: [u8; 3],
     /// The fentry front end: each slot's [`SlotEntry`](crate::SlotEntry) (flags included),
     /// which its programs, one pair per slot, read with the slot as a constant.
     pub slot_entries: [u32; crate::MAX_SYSCALL_SLOTS],
@@ -65,7 +69,8 @@ impl Config {
         trace_cgroups: 0,
         by_cgroup: 0,
         split_off_cpu: 0,
-        _pad: 0,
+        per_thread_hash: 0,
+        _pad: [0; 3],
         slot_entries: [0; crate::MAX_SYSCALL_SLOTS],
     };
 }

@@ -89,7 +89,8 @@ pub enum DropReason {
     /// A syscall exit without its entry: the programs were attached (or the process was tracked)
     /// while the call was already in flight.
     NoStart = 0,
-    /// A thread or process id beyond the per-thread maps (sized from `kernel.pid_max` at load).
+    /// A thread or process id beyond the per-thread maps: arrays sized from `kernel.pid_max` at
+    /// load, or hash maps that are full.
     IdOutOfRange = 1,
     /// A syscall number with no slot (cannot happen unless the slot table was changed under us).
     NoSlot = 2,
@@ -122,7 +123,9 @@ impl DropReason {
     pub const fn describe(self) -> &'static str {
         match self {
             Self::NoStart => "exit without entry (call in flight at attach)",
-            Self::IdOutOfRange => "thread id beyond pid_max-sized map",
+            Self::IdOutOfRange => {
+                "thread id beyond the per-thread maps (arrays sized by pid_max at the start, or hash maps full)"
+            }
             Self::NoSlot => "syscall number without a slot",
             Self::ProcessTableFull => "process table full (counted under 'other processes')",
             Self::CgroupTableFull => "cgroup table full (in the totals, in no cgroup's row)",

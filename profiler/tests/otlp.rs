@@ -244,14 +244,14 @@ fn attach_pushes_exponential_histograms_that_match_its_json() {
             .collect();
         assert_eq!(got, expected, "{name}: exponential buckets");
     }
-    // openat of a missing file: ENOENT, counted as "other".
+    // openat of a missing file: ENOENT, its own errno class.
     let errors = last["points"]
         .as_array()
         .unwrap()
         .iter()
         .find(|p| p["metric"] == "syscall.errors" && p["attributes"]["syscall"] == "openat")
         .expect("openat's errors");
-    assert_eq!(errors["attributes"]["errno"], "other");
+    assert_eq!(errors["attributes"]["errno"], "ENOENT");
     assert!(errors["value"].as_u64().unwrap() >= 300, "{errors}");
     assert_eq!(errors["monotonic"], true);
     std::fs::remove_dir_all(&dir).unwrap();

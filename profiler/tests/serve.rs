@@ -515,7 +515,7 @@ fn every_grafana_panel_query_returns_data_from_prometheus_scraping_serve() {
     let errors = find("Errors per second by errno");
     assert!(
         errors.iter().any(|s| s["metric"]["syscall"] == "openat"
-            && s["metric"]["errno"] == "other"
+            && s["metric"]["errno"] == "ENOENT"
             && value_of(s).is_some_and(|v| v > 0.0)),
         "ENOENT of openat, every 20 ms: {errors:?}"
     );

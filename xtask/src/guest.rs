@@ -60,7 +60,7 @@ impl Suite {
         // tracepoints. The kernel tests run once more on the tracepoints, the front end of
         // locked-down hosts such as the one the host suite runs on, on 6.12: 6.1's
         // tracepoints are tested on 6.1-rt (auto chooses them there), 6.18's on the host.
-        let steps: [(&str, &dyn Fn() -> Result<()>); 8] = [
+        let steps: [(&str, &dyn Fn() -> Result<()>); 9] = [
             (
                 "real-kernel tests, --attach auto: fentry, on RT the tracepoints (profiler/tests/kernel.rs)",
                 &|| run_ok(Command::new(&self.kernel_tests).arg("--test-threads=1")),
@@ -121,6 +121,10 @@ impl Suite {
             ("profiler attach: exact counts across forks", &|| {
                 self.attach_counts_exactly()
             }),
+            (
+                "kernel.pid_max raised while tracing, and large from the start",
+                &|| self.pid_max(),
+            ),
             ("profiler run: lt, et, lt-pure, mp", &|| {
                 self.run_all_variants()
             }),
@@ -280,6 +284,92 @@ impl Suite {
             bail!("dropped events: {}", measurement["dropped"]);
         }
         Ok(())
+    }
+
+    /// `kernel.pid_max` (this guest's, never the host's), in three cases:
+    /// - arrays sized at 32768 and pid_max raised while tracing, the workload's children then
+    ///   numbered above the arrays: attach ends normally with its table, counts the process it
+    ///   could see, and says what it did not (it used to fail reading TRACKED);
+    /// - the same with the per-thread hash maps (`PROFILER_PER_THREAD=hash`): every call;
+    /// - pid_max 4194304 (systemd's) from the start, the workload numbered above 100000: auto
+    ///   chooses the hash maps, and every call is counted.
+    fn pid_max(&self) -> Result<()> {
+        const PID_MAX: &str = "/proc/sys/kernel/pid_max";
+        const LAST_PID: &str = "/proc/sys/kernel/ns_last_pid";
+        let original = std::fs::read_to_string(PID_MAX)?;
+        let result = (|| -> Result<()> {
+            for (mode, expected) in [("array", CLOSES), ("hash", CLOSES * (CHILDREN + 1))] {
+                std::fs::write(PID_MAX, "32768")?;
+                let (ebadf, not_seen) = self.closer_after_raise(mode)?;
+                println!("guest: pid_max raised, {mode}: {ebadf} EBADF, not seen {not_seen:?}");
+                if ebadf != expected {
+                    bail!("{mode}: {ebadf} EBADF closes, expected {expected}");
+                }
+                let said = not_seen.iter().any(|l| l.contains("pid_max"));
+                if said != (mode == "array") {
+                    bail!("{mode}: not_seen {not_seen:?}");
+                }
+            }
+            std::fs::write(PID_MAX, "4194304")?;
+            std::fs::write(LAST_PID, "100000")?;
+            self.attach_counts_exactly()
+        })();
+        std::fs::write(PID_MAX, original.trim())?;
+        result
+    }
+
+    /// `attach -- closer` where the command waits at a gate; once it runs (so tracing has
+    /// begun), pid_max is raised and the next pids set above 40000, then the gate opens. The
+    /// EBADF closes counted and the export's `not_seen`.
+    fn closer_after_raise(&self, mode: &str) -> Result<(u64, Vec<String>)> {
+        let dir = Path::new("/tmp/guest-pid-max");
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir)?;
+        let (ready, gate, json) = (dir.join("ready"), dir.join("gate"), dir.join("a.json"));
+        let script = format!(
+            "touch {ready}; while [ ! -e {gate} ]; do sleep 0.05; done; exec {xtask} closer --closes {CLOSES} --children {CHILDREN}",
+            ready = ready.display(),
+            gate = gate.display(),
+            xtask = std::env::current_exe()?.display(),
+        );
+        let mut attach = Command::new(&self.profiler)
+            .args(["attach", "--syscalls", "close", "--export-json"])
+            .arg(&json)
+            .args(["--", "sh", "-c", &script])
+            .env("PROFILER_PER_THREAD", mode)
+            .stdout(Stdio::null())
+            .spawn()?;
+        let started = Instant::now();
+        while !ready.exists() {
+            if started.elapsed() > Duration::from_mins(2) {
+                let _ = attach.kill();
+                bail!("the command did not start under attach");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::fs::write("/proc/sys/kernel/pid_max", "4194304")?;
+        std::fs::write("/proc/sys/kernel/ns_last_pid", "40000")?;
+        std::fs::write(&gate, "")?;
+        let status = attach.wait()?;
+        if !status.success() {
+            bail!("{mode}: attach exited with {status}");
+        }
+        let export: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json)?)?;
+        let m = &export["measurements"][0];
+        let ebadf = m["syscalls"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "close"))
+            .and_then(|c| c["errors"]["by_errno"]["EBADF"].as_u64())
+            .unwrap_or(0);
+        let not_seen = m["not_seen"]
+            .as_array()
+            .map(|l| {
+                l.iter()
+                    .filter_map(|s| s.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        Ok((ebadf, not_seen))
     }
 
     /// A short `profiler run`: the four variants in the report and `dropped: 0` in every table;

@@ -47,7 +47,7 @@ pub fn compat_enter(ctx: RawTracePointContext) -> u32 {
 #[raw_tracepoint]
 pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(start_ptr) = START.get_ptr_mut(pid_tgid as u32) else {
+    let Some(start_ptr) = thread_start(pid_tgid as u32) else {
         return 0;
     };
     // SAFETY: this thread's own entry.

@@ -45,6 +45,12 @@ pub(crate) fn split_off_cpu() -> bool {
     read!(split_off_cpu) != 0
 }
 
+/// Per-thread state in the hash maps keyed by id, not the arrays ([`Config::per_thread_hash`]).
+#[inline(always)]
+pub(crate) fn per_thread_hash() -> bool {
+    read!(per_thread_hash) != 0
+}
+
 /// `--slow`: the threshold in ns (0: off).
 #[inline(always)]
 pub(crate) fn slow_ns() -> u64 {

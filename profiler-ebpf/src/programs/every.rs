@@ -14,7 +14,7 @@ pub fn every_enter(ctx: RawTracePointContext) -> u32 {
     let Some(key) = every_key(ctx.arg::<u64>(1), is_ia32(ctx.arg::<*const u8>(0))) else {
         return 0;
     };
-    match START.get_ptr_mut(pid_tgid as u32) {
+    match thread_start_created(pid_tgid as u32) {
         // SAFETY: only this thread writes its own entry between its syscall entry and exit.
         Some(start) => unsafe {
             (*start).every_start_ns = bpf_ktime_get_ns();
@@ -30,7 +30,7 @@ pub fn every_enter(ctx: RawTracePointContext) -> u32 {
 #[raw_tracepoint]
 pub fn every_exit(ctx: RawTracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    let Some(start) = START.get_ptr_mut(pid_tgid as u32) else {
+    let Some(start) = thread_start(pid_tgid as u32) else {
         return 0;
     };
     // SAFETY: this thread's own entry.

@@ -17,6 +17,81 @@ pub(crate) static START: Array<ThreadStart> = Array::with_max_entries(1, 0);
 #[map]
 pub(crate) static OFF_CPU: Array<OffCpu> = Array::with_max_entries(1, 0);
 
+/// `START` where the per-thread state is in hash maps ([`per_thread_hash`]): an entry per
+/// thread that made a traced call, created at its entry, deleted when the thread exits; sized
+/// from the threads that can exist (one entry otherwise). `OFF_CPU_BY_TID` likewise.
+#[map]
+pub(crate) static START_BY_TID: HashMap<u32, ThreadStart> = HashMap::with_max_entries(1, 0);
+
+/// See [`START_BY_TID`].
+#[map]
+pub(crate) static OFF_CPU_BY_TID: HashMap<u32, OffCpu> = HashMap::with_max_entries(1, 0);
+
+/// Thread `tid`'s call in flight, from the array or the hash ([`per_thread_hash`]).
+#[inline(always)]
+pub(crate) fn thread_start(tid: u32) -> Option<*mut ThreadStart> {
+    if per_thread_hash() {
+        START_BY_TID.get_ptr_mut(tid)
+    } else {
+        START.get_ptr_mut(tid)
+    }
+}
+
+/// [`thread_start`], creating the hash's entry: at the entry of a traced call.
+#[inline(always)]
+pub(crate) fn thread_start_created(tid: u32) -> Option<*mut ThreadStart> {
+    if !per_thread_hash() {
+        return START.get_ptr_mut(tid);
+    }
+    if let Some(start) = START_BY_TID.get_ptr_mut(tid) {
+        return Some(start);
+    }
+    // BPF_NOEXIST: only this thread creates its own entry.
+    START_BY_TID.insert(tid, ThreadStart::default(), 1).ok()?;
+    START_BY_TID.get_ptr_mut(tid)
+}
+
+/// Thread `tid`'s off-CPU parts (`--off-cpu`), from the array or the hash.
+#[inline(always)]
+pub(crate) fn thread_off_cpu(tid: u32) -> Option<*mut OffCpu> {
+    if per_thread_hash() {
+        OFF_CPU_BY_TID.get_ptr_mut(tid)
+    } else {
+        OFF_CPU.get_ptr_mut(tid)
+    }
+}
+
+/// [`thread_off_cpu`], creating the hash's entry: at the entry of a traced call.
+#[inline(always)]
+pub(crate) fn thread_off_cpu_created(tid: u32) -> Option<*mut OffCpu> {
+    if !per_thread_hash() {
+        return OFF_CPU.get_ptr_mut(tid);
+    }
+    if let Some(off) = OFF_CPU_BY_TID.get_ptr_mut(tid) {
+        return Some(off);
+    }
+    OFF_CPU_BY_TID.insert(tid, OffCpu::default(), 1).ok()?;
+    OFF_CPU_BY_TID.get_ptr_mut(tid)
+}
+
+/// `TRACKED` where the per-thread state is in hash maps ([`per_thread_hash`]): tgid → dense
+/// index + 1, an entry per tracked process (user space writes the named ones,
+/// `task_newtask` the forked), deleted when the process exits.
+#[map]
+pub(crate) static TRACKED_BY_TGID: HashMap<u32, u32> = HashMap::with_max_entries(1, 0);
+
+/// Process `tgid`'s `TRACKED` value (dense index + 1, or 0), from the array or the hash.
+#[inline(always)]
+pub(crate) fn tracked(tgid: u32) -> u32 {
+    let entry = if per_thread_hash() {
+        TRACKED_BY_TGID.get_ptr_mut(tgid)
+    } else {
+        TRACKED.get_ptr_mut(tgid)
+    };
+    // SAFETY: a plain u32 load.
+    entry.map_or(0, |index| unsafe { *index })
+}
+
 /// Syscall number → [`SlotEntry`], filled by user space.
 #[map]
 pub(crate) static SLOT_OF_NR: Array<SlotEntry> = Array::with_max_entries(MAX_SYSCALL_NR, 0);

@@ -16,9 +16,8 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let parent = (bpf_get_current_pid_tgid() >> 32) as u32;
-    match TRACKED.get(parent) {
-        Some(&index) if index != 0 => {}
-        _ => return 0,
+    if tracked(parent) == 0 {
+        return 0;
     }
     let Some(next) = NEXT_PROCESS.get_ptr_mut(0) else {
         return 0;
@@ -38,6 +37,16 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
     } else if let Some(pid) = PROCESS_PIDS.get_ptr_mut(index) {
         // SAFETY: this index was handed to this fork alone by the atomic above.
         unsafe { *pid = child as u32 };
+    }
+    if per_thread_hash() {
+        match TRACKED_BY_TGID.insert(child as u32, index + 1, 0) {
+            Ok(()) => info!(
+                &ctx,
+                "tracking pid {} (forked by {}) as process #{}", child, parent, index
+            ),
+            Err(_) => count_drop(DropReason::IdOutOfRange),
+        }
+        return 0;
     }
     match TRACKED.get_ptr_mut(child as u32) {
         Some(entry) => {
@@ -61,7 +70,12 @@ pub fn task_newtask(ctx: TracePointContext) -> u32 {
 #[tracepoint]
 pub fn process_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
-    if let Some(start) = START.get_ptr_mut(pid_tgid as u32) {
+    let tid = pid_tgid as u32;
+    if per_thread_hash() {
+        // The thread's entries go with it (there were none if it made no traced call).
+        let _ = START_BY_TID.remove(tid);
+        let _ = OFF_CPU_BY_TID.remove(tid);
+    } else if let Some(start) = START.get_ptr_mut(tid) {
         // SAFETY: the exiting thread's own entry.
         unsafe {
             (*start).start_ns = 0;
@@ -72,6 +86,13 @@ pub fn process_exit(ctx: TracePointContext) -> u32 {
         return 0;
     }
     let tgid = (pid_tgid >> 32) as u32;
+    if per_thread_hash() {
+        if TRACKED_BY_TGID.remove(tgid).is_ok() {
+            info!(&ctx, "process {} exited", tgid);
+        }
+        let _ = ANNOUNCED_BY_TGID.remove(tgid);
+        return 0;
+    }
     if let Some(entry) = TRACKED.get_ptr_mut(tgid) {
         // SAFETY: a plain u32 load and store.
         unsafe {

@@ -66,14 +66,15 @@ fn task_pid(task: *const u8) -> u32 {
 /// thread.
 #[inline(always)]
 fn on_switch<C: StackIdContext>(ctx: &C, prev: u32, next: u32, runnable: impl FnOnce() -> bool) {
-    let in_call = START.get(prev).is_some_and(|s| s.start_ns != 0);
+    // SAFETY: a plain load from the switching-out task's entry.
+    let in_call = thread_start(prev).is_some_and(|s| unsafe { (*s).start_ns } != 0);
     let mut now = 0;
     if slow_ns() != 0 {
         // SAFETY: a plain helper call.
         now = unsafe { bpf_ktime_get_ns() };
         record_run(prev, now);
     }
-    if in_call && let Some(off) = OFF_CPU.get_ptr_mut(prev) {
+    if in_call && let Some(off) = thread_off_cpu(prev) {
         if now == 0 {
             // SAFETY: a plain helper call.
             now = unsafe { bpf_ktime_get_ns() };
@@ -98,7 +99,7 @@ fn on_switch<C: StackIdContext>(ctx: &C, prev: u32, next: u32, runnable: impl Fn
             }
         }
     }
-    if let Some(off) = OFF_CPU.get_ptr_mut(next) {
+    if let Some(off) = thread_off_cpu(next) {
         // SAFETY: the entry of the task switching in on this CPU.
         let off = unsafe { &mut *off };
         if off.since_ns != 0 {
@@ -110,9 +111,11 @@ fn on_switch<C: StackIdContext>(ctx: &C, prev: u32, next: u32, runnable: impl Fn
             if off.state == OFF_RUNNABLE {
                 off.runnable_ns += part;
                 if slow_ns() != 0
-                    && let Some(start) = START.get(next)
+                    && let Some(start) = thread_start(next)
                 {
-                    attribute_runnable(next, start.start_ns, off.since_ns, now);
+                    // SAFETY: a plain load from the switching-in task's entry.
+                    let started = unsafe { (*start).start_ns };
+                    attribute_runnable(next, started, off.since_ns, now);
                 }
             } else {
                 off.blocked_ns += part;
@@ -131,7 +134,7 @@ fn on_switch<C: StackIdContext>(ctx: &C, prev: u32, next: u32, runnable: impl Fn
 /// a CPU, not for its event.
 #[inline(always)]
 fn on_wakeup(pid: u32) {
-    if let Some(off) = OFF_CPU.get_ptr_mut(pid) {
+    if let Some(off) = thread_off_cpu(pid) {
         // SAFETY: a woken task's entry; its own CPU does not switch it in before the wakeup
         // completes (the wakeup holds its runqueue's lock).
         let off = unsafe { &mut *off };

@@ -120,6 +120,24 @@ pub(crate) fn attribute_runnable(tid: u32, call_start: u64, since: u64, now: u64
 #[map]
 pub(crate) static ANNOUNCED: Array<u64> = Array::with_max_entries(1, 0);
 
+/// `ANNOUNCED` where the per-thread state is in hash maps ([`per_thread_hash`]), by tgid.
+#[map]
+pub(crate) static ANNOUNCED_BY_TGID: HashMap<u32, u64> = HashMap::with_max_entries(1, 0);
+
+/// The tgid's `ANNOUNCED` entry, created in the hash where it is one.
+#[inline(always)]
+fn announced(tgid: u32) -> Option<*mut u64> {
+    if !per_thread_hash() {
+        return ANNOUNCED.get_ptr_mut(tgid);
+    }
+    if let Some(seen) = ANNOUNCED_BY_TGID.get_ptr_mut(tgid) {
+        return Some(seen);
+    }
+    // BPF_ANY: two threads of one process may race to create it; either value is 0.
+    ANNOUNCED_BY_TGID.insert(tgid, 0, 0).ok()?;
+    ANNOUNCED_BY_TGID.get_ptr_mut(tgid)
+}
+
 /// `--slow`, in `sched_switch` for a traced call that blocks: the first time its process
 /// does so under its current name (new, or after an exec), tells user space, which then
 /// reads the process's mappings while the call waits. A process that exits right after its
@@ -133,7 +151,7 @@ pub(crate) fn announce() {
     let name = u64::from_ne_bytes([
         comm[0], comm[1], comm[2], comm[3], comm[4], comm[5], comm[6], comm[7],
     ]);
-    let Some(seen) = ANNOUNCED.get_ptr_mut(tgid) else {
+    let Some(seen) = announced(tgid) else {
         return;
     };
     // SAFETY: a plain u64 load and store; two threads of one process racing here at worst

@@ -19,9 +19,9 @@ pub(crate) fn traced_process(tgid: u32) -> Option<u32> {
         let id = unsafe { bpf_get_current_cgroup_id() };
         return unsafe { CGROUPS.get(&id) }.copied();
     }
-    match TRACKED.get(tgid) {
-        Some(&index) if index != 0 => Some(index - 1),
-        _ if all => Some(NO_PROCESS),
+    match tracked(tgid) {
+        0 if all => Some(NO_PROCESS),
+        index if index != 0 => Some(index - 1),
         // A process beyond the map (pid_max raised while tracing) was never tracked: its
         // fork, if a tracked process made it, was counted as lost in `task_newtask`.
         _ => None,
@@ -62,7 +62,7 @@ pub fn syscall_enter(_ctx: TracePointContext) -> u32 {
 /// its off-CPU parts from zero. Every front end starts its calls here.
 #[inline(always)]
 pub(crate) fn begin_call(pid_tgid: u64, process: u32, compat_entry: SlotEntry) {
-    match START.get_ptr_mut(pid_tgid as u32) {
+    match thread_start_created(pid_tgid as u32) {
         // SAFETY: only this thread writes its own entry between its syscall entry and exit.
         Some(start) => unsafe {
             (*start).start_ns = bpf_ktime_get_ns();
@@ -86,7 +86,7 @@ pub(crate) fn armed_and_traced(pid_tgid: u64) -> bool {
 #[inline(always)]
 pub(crate) fn reset_off_cpu(tid: u32) {
     if split_off_cpu()
-        && let Some(off) = OFF_CPU.get_ptr_mut(tid)
+        && let Some(off) = thread_off_cpu_created(tid)
     {
         // SAFETY: this thread's own entry; the sched programs touch it only while the
         // thread is inside a call and off the CPU, which it is not now.
@@ -103,7 +103,7 @@ pub(crate) fn reset_off_cpu(tid: u32) {
 pub fn syscall_exit(ctx: TracePointContext) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     // A thread beyond the map: its entry was counted as lost in `syscall_enter`.
-    let Some(start_ptr) = START.get_ptr_mut(pid_tgid as u32) else {
+    let Some(start_ptr) = thread_start(pid_tgid as u32) else {
         return 0;
     };
     // SAFETY: this thread's own entry.
@@ -182,8 +182,10 @@ pub(crate) fn account<C: StackIdContext>(
         *count += 1;
     }
     if split_off_cpu()
-        && let Some(off) = OFF_CPU.get(pid_tgid as u32)
+        && let Some(off) = thread_off_cpu(pid_tgid as u32)
     {
+        // SAFETY: this thread's own entry, which the sched programs leave alone while it runs.
+        let off = unsafe { &*off };
         let (blocked, runnable) = (off.blocked_ns, off.runnable_ns);
         data.stats.blocked_ns += blocked;
         data.stats.runnable_ns += runnable;

@@ -32,7 +32,7 @@ use clap::Args;
 
 use crate::{
     bpf::{
-        AttachPoint, CountEvery, Programs, SchedAttach, Session, SessionConfig, Syscall,
+        AttachPoint, CountEvery, PerThread, Programs, SchedAttach, Session, SessionConfig, Syscall,
         SyscallAttach, Target,
     },
     inference::{Estimate, Method, TARGET_LEVEL},
@@ -82,6 +82,9 @@ pub enum Config {
     /// The profiler's programs counting every call too (`--syscalls all`: the raw
     /// `sys_enter`/`sys_exit` pair beside them).
     ProfilerEvery,
+    /// The profiler's programs with the per-thread state in hash maps (what a large
+    /// `kernel.pid_max` chooses), against the arrays of `Profiler`.
+    ProfilerHash,
     /// bpftrace's hist() one-liner.
     Bpftrace,
     /// Do-nothing programs on the raw sched_switch and sched_wakeup: `--off-cpu`'s floor.
@@ -103,6 +106,7 @@ impl Config {
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
             Self::ProfilerSlowEvery => "syscall-profiler --slow 1ns",
             Self::ProfilerEvery => "syscall-profiler --syscalls all",
+            Self::ProfilerHash => "syscall-profiler, per-thread hash maps",
             Self::Bpftrace => "bpftrace one-liner",
             Self::EmptySched => "empty sched pair, raw_tp",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
@@ -130,7 +134,8 @@ impl Config {
             | Self::ProfilerOffCpuClassic
             | Self::ProfilerSlow
             | Self::ProfilerSlowEvery
-            | Self::ProfilerEvery => Some(Programs::Profiler),
+            | Self::ProfilerEvery
+            | Self::ProfilerHash => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
     }
@@ -205,6 +210,7 @@ fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
         Config::ProfilerOffCpu,
         Config::ProfilerSlow,
         Config::ProfilerEvery,
+        Config::ProfilerHash,
     ];
     if bpftrace {
         configs.push(Config::Bpftrace);
@@ -404,6 +410,11 @@ fn measure_one(
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
         // with the floors (the compat programs' cost is the raw_tp empty pair's).
         compat: false,
+        per_thread: if m.config == Config::ProfilerHash {
+            PerThread::Hash
+        } else {
+            PerThread::Array
+        },
         count_every: if m.config == Config::ProfilerEvery {
             CountEvery::Always
         } else {
@@ -900,6 +911,12 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                     ns_cell(&over)
                 ));
             }
+        }
+        if let Some(hash) = find(Config::ProfilerHash, DupClose, Tracked::Me) {
+            out.push_str(&format!(
+                "  per-thread hash maps (a large pid_max) against the arrays .. {} per traced call\n",
+                ns_cell(&round_added(hash, profiler))
+            ));
         }
         if let (Some(every), Some(timed)) = (
             find(Config::ProfilerEvery, Workload::Getppid, Tracked::Me),

@@ -170,6 +170,15 @@ pub fn pid_max() -> u32 {
         .unwrap_or(4_194_304)
 }
 
+/// `kernel.threads-max`: how many threads can exist at once (the per-thread hash maps' bound).
+#[must_use]
+pub fn threads_max() -> u32 {
+    fs::read_to_string("/proc/sys/kernel/threads-max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(u32::MAX)
+}
+
 /// Lifts RLIMIT_MEMLOCK for kernels that still charge BPF maps to it (before 5.11).
 pub fn raise_memlock_limit() {
     let unlimited = libc::rlimit {

@@ -19,7 +19,7 @@ use std::{
 
 use aya::{
     Ebpf, EbpfLoader,
-    maps::{Array, MapData, PerCpuArray},
+    maps::{Array, HashMap as AyaHashMap, MapData, PerCpuArray},
 };
 use profiler_common::{
     DERIVED_PROCESS, DROP_REASONS, EVERY_KEYS, FIRST_FORKED_PROCESS, LatencyBuckets, MAX_PROCESSES,
@@ -101,6 +101,8 @@ pub struct SessionConfig {
     /// Never count this process's own calls (attach and serve: their polling, /proc reads and
     /// writes under `--all`, or when a named process is their parent).
     pub exclude_self: bool,
+    /// How per-thread state is kept (arrays indexed by id, or hash maps keyed by it).
+    pub per_thread: PerThread,
     /// How the syscalls are timed; `None`: the default ([`SyscallAttach::default_choice`]:
     /// `--attach`, else `PROFILER_ATTACH`, else auto).
     pub syscall_attach: Option<SyscallAttach>,
@@ -123,6 +125,7 @@ impl SessionConfig {
             slow: None,
             compat: true,
             count_every: CountEvery::Auto,
+            per_thread: PerThread::default_choice(),
             exclude_self: false,
             syscall_attach: None,
         }
@@ -144,6 +147,50 @@ pub enum CountEvery {
     Always,
     /// Never (the benchmark's floors).
     Never,
+}
+
+/// Where the kernel programs keep per-thread (and per-process) state: the call in flight, its
+/// off-CPU parts, which processes are tracked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PerThread {
+    /// Arrays while `kernel.pid_max` is at most [`PER_THREAD_ARRAY_MAX`], hash maps above.
+    #[default]
+    Auto,
+    /// Arrays indexed by id, sized by `kernel.pid_max` at load: one load instruction per
+    /// lookup, but 32 bytes per possible id for the calls in flight alone (134 MB at systemd's
+    /// pid_max of 4194304), and ids above a pid_max raised while tracing are not seen.
+    Array,
+    /// Hash maps keyed by id, an entry per thread that made a traced call (deleted when it
+    /// exits), bounded by `kernel.threads-max` (at most [`PER_THREAD_HASH_MAX`]): any id fits.
+    Hash,
+}
+
+/// The largest `kernel.pid_max` [`PerThread::Auto`] keeps arrays for (2 MB of calls in flight).
+pub const PER_THREAD_ARRAY_MAX: u32 = 65_536;
+
+/// The per-thread hash maps' entries at most (threads traced at once).
+pub const PER_THREAD_HASH_MAX: u32 = 1 << 18;
+
+impl PerThread {
+    /// `PROFILER_PER_THREAD` (array, hash) where set, as the tests choose a mode; else auto.
+    #[must_use]
+    pub fn default_choice() -> Self {
+        match std::env::var("PROFILER_PER_THREAD").as_deref() {
+            Ok("array") => Self::Array,
+            Ok("hash") => Self::Hash,
+            _ => Self::Auto,
+        }
+    }
+
+    /// Whether a session with `kernel.pid_max` at `pid_max` uses the hash maps.
+    #[must_use]
+    pub fn hash(self, pid_max: u32) -> bool {
+        match self {
+            Self::Auto => pid_max > PER_THREAD_ARRAY_MAX,
+            Self::Array => false,
+            Self::Hash => true,
+        }
+    }
 }
 
 /// Which programs a [`Session`] attaches.
@@ -206,6 +253,8 @@ pub struct Session {
     syscall_front: SyscallFront,
     /// `kernel.pid_max` when the per-thread maps were sized.
     pid_max: u32,
+    /// Whether per-thread state is in the hash maps ([`PerThread`]).
+    per_thread_hash: bool,
 }
 
 impl Drop for Session {
@@ -260,6 +309,18 @@ impl Session {
         // switch-out).
         let split =
             u8::from((config.off_cpu || slow_ns != 0) && config.programs == Programs::Profiler);
+        let pid_max = environment::pid_max();
+        // Per-thread state: arrays of pid_max entries, or hashes of the threads that can exist
+        // (one entry for the kind not used).
+        let per_thread_hash = config.per_thread.hash(pid_max);
+        let (arrays, hashes) = if per_thread_hash {
+            (
+                1,
+                environment::threads_max().clamp(1024, PER_THREAD_HASH_MAX),
+            )
+        } else {
+            (pid_max, 1)
+        };
         let mut layout = config.group_exit.layout(&config.syscalls)?;
         let sched_front = if split != 0 {
             let front = layout::add_off_cpu(&mut layout, config.sched_attach)?;
@@ -276,7 +337,6 @@ impl Session {
             (layout.sys_exit_nr, layout.sys_exit_ret) = probe_sys_exit_context(&layout)?;
         }
         log::debug!("record layout of this kernel: {layout:?}");
-        let pid_max = environment::pid_max();
         let trace_all = u8::from(config.target == Target::All);
         let trace_cgroups = u8::from(matches!(config.target, Target::Cgroups(_)));
         let by_cgroup =
@@ -334,6 +394,7 @@ impl Session {
                     trace_cgroups,
                     by_cgroup,
                     split_off_cpu: split,
+                    per_thread_hash: u8::from(per_thread_hash),
                     slot_entries,
                     ..profiler_common::Config::OFF
                 },
@@ -348,13 +409,15 @@ impl Session {
                     1
                 },
             )
-            .map_max_entries("OFF_CPU", if split != 0 { pid_max } else { 1 })
+            .map_max_entries("OFF_CPU", if split != 0 { arrays } else { 1 })
+            .map_max_entries("OFF_CPU_BY_TID", if split != 0 { hashes } else { 1 })
             .map_max_entries(
                 "SLOW_CALLS",
                 if slow_ns != 0 { SLOW_RING_BYTES } else { 4096 },
             )
             .map_max_entries("STACKS", if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 })
-            .map_max_entries("ANNOUNCED", if slow_ns != 0 { pid_max } else { 1 })
+            .map_max_entries("ANNOUNCED", if slow_ns != 0 { arrays } else { 1 })
+            .map_max_entries("ANNOUNCED_BY_TGID", if slow_ns != 0 { hashes } else { 1 })
             .map_max_entries(
                 "HOLDER_OF",
                 if slow_ns != 0 {
@@ -363,9 +426,18 @@ impl Session {
                     1
                 },
             )
-            .map_max_entries("TRACKED", pid_max)
-            .map_max_entries("START", pid_max)
-            .map_max_entries("TIMER_START", pid_max)
+            .map_max_entries("TRACKED", arrays)
+            .map_max_entries("TRACKED_BY_TGID", hashes)
+            .map_max_entries("START", arrays)
+            .map_max_entries("START_BY_TID", hashes)
+            .map_max_entries(
+                "TIMER_START",
+                if matches!(config.programs, Programs::MinimalTimer(_)) {
+                    pid_max
+                } else {
+                    1
+                },
+            )
             .load(if config.programs == Programs::Profiler {
                 EBPF_OBJECT
             } else {
@@ -398,6 +470,7 @@ impl Session {
             every: false,
             syscall_front: SyscallFront::Tracepoint(None),
             pid_max,
+            per_thread_hash,
         };
         session.write_slots()?;
         session.write_cgroups(&cgroups)?;
@@ -456,17 +529,39 @@ impl Session {
         let mut pids: Array<&mut MapData, u32> = self.map_mut("PROCESS_PIDS")?;
         pids.set(index, pid, 0)
             .map_err(|e| SetupError::bpf("writing PROCESS_PIDS", e))?;
-        let mut tracked: Array<&mut MapData, u32> = self.map_mut("TRACKED")?;
-        tracked.set(pid, index + 1, 0).map_err(|e| {
-            SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e)
-        })?;
+        self.set_tracked(pid, index + 1)?;
         if pidfd.exited() {
-            tracked
-                .set(pid, 0, 0)
-                .map_err(|e| SetupError::bpf(format!("untracking pid {pid}"), e))?;
+            self.set_tracked(pid, 0)?;
         }
         self.named.push(pid);
         Ok(())
+    }
+
+    /// Sets `pid`'s tracking entry (dense index + 1; 0 untracks) in the array or the hash.
+    fn set_tracked(&mut self, pid: u32, value: u32) -> Result<(), SetupError> {
+        if self.per_thread_hash {
+            let mut tracked: AyaHashMap<&mut MapData, u32, u32> =
+                self.map_mut("TRACKED_BY_TGID")?;
+            let result = if value == 0 {
+                // Already gone if the kernel saw the process exit.
+                match tracked.remove(&pid) {
+                    Err(aya::maps::MapError::SyscallError(e))
+                        if e.io_error.raw_os_error() == Some(libc::ENOENT) =>
+                    {
+                        Ok(())
+                    }
+                    other => other,
+                }
+            } else {
+                tracked.insert(pid, value, 0)
+            };
+            return result
+                .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (TRACKED_BY_TGID)"), e));
+        }
+        let mut tracked: Array<&mut MapData, u32> = self.map_mut("TRACKED")?;
+        tracked
+            .set(pid, value, 0)
+            .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e))
     }
 
     /// [`Session::track`] for a process that may have exited since it was found (a running
@@ -494,6 +589,14 @@ impl Session {
     /// Whether the kernel programs still count `pid` as tracked: false once its last thread
     /// has exited.
     pub fn is_tracking(&self, pid: u32) -> Result<bool, SetupError> {
+        if self.per_thread_hash {
+            let tracked: AyaHashMap<&MapData, u32, u32> = self.map("TRACKED_BY_TGID")?;
+            return match tracked.get(&pid, 0) {
+                Ok(index) => Ok(index != 0),
+                Err(aya::maps::MapError::KeyNotFound) => Ok(false),
+                Err(e) => Err(SetupError::bpf("reading TRACKED_BY_TGID", e)),
+            };
+        }
         // A process numbered past the map (kernel.pid_max raised while tracing) was never
         // tracked: its fork was counted as lost, and the snapshot's `not_seen` says so.
         if pid >= self.pid_max {
@@ -967,6 +1070,9 @@ impl Session {
     /// the start: threads and processes numbered above that size are not traced.
     #[must_use]
     pub fn pid_max_raised(&self) -> Option<(u32, u32)> {
+        if self.per_thread_hash {
+            return None;
+        }
         let now = environment::pid_max();
         (now > self.pid_max).then_some((self.pid_max, now))
     }
