@@ -3,9 +3,10 @@
 //! what it did not see.
 //!
 //! Workloads (`tests/helpers/workloads.c`, built here with cc): threads, a fork storm,
-//! signal-interrupted calls, an exec chain 64 → 64 and 64 → 32 bits. Counting paths:
-//! `attach -- CMD`, `attach --pid`, a `serve --pid` scrape, and the JSON, CSV and Prometheus
-//! exports of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
+//! signal-interrupted calls, an exec chain 64 → 64 and 64 → 32 bits; every syscall of a
+//! program (`--syscalls all`); failed path lookups (ENOENT). Counting paths: `attach -- CMD`,
+//! `attach --pid`, a `serve --pid` scrape, and the JSON, CSV and Prometheus exports and the
+//! OTLP push of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
 //! accepts and closes exactly per request in `tests/run.rs`.)
 //!
 //! These load BPF programs (root) and run one at a time.
@@ -113,17 +114,22 @@ fn every_call_seen(json: &serde_json::Value) -> bool {
 fn attach_command(name: &str, command: &[&str]) -> Vec<(String, BTreeMap<String, u64>)> {
     let dir = scratch(name);
     let (json, csv, prom) = (dir.join("a.json"), dir.join("a.csv"), dir.join("a.prom"));
-    let out = profiler()
+    // The OTLP push too, but in the guests (a user-space path, and a Python receiver).
+    let receiver = (!kernel_programs_only()).then(|| common::otlp::Receiver::start(&dir));
+    let mut attach = profiler();
+    attach
         .args(["attach", "--syscalls", SYSCALLS, "--export-json"])
         .arg(&json)
         .arg("--export-csv")
         .arg(&csv)
         .arg("--export-prom")
-        .arg(&prom)
-        .arg("--")
-        .args(command)
-        .output()
-        .unwrap();
+        .arg(&prom);
+    if let Some(receiver) = &receiver {
+        attach
+            .arg("--otlp-endpoint")
+            .arg(format!("http://127.0.0.1:{}", receiver.port));
+    }
+    let out = attach.arg("--").args(command).output().unwrap();
     assert!(
         out.status.success(),
         "attach {command:?}: {}",
@@ -145,14 +151,45 @@ fn attach_command(name: &str, command: &[&str]) -> Vec<(String, BTreeMap<String,
         .filter_map(|f| Some((f[syscall].to_owned(), f[calls].parse::<u64>().ok()?)))
         .filter(|(_, n)| *n > 0)
         .collect();
-    vec![
+    let mut paths = vec![
         ("attach -- CMD (JSON)".to_owned(), json_counts(&data)),
         ("attach -- CMD (CSV)".to_owned(), csv_counts),
         (
             "attach -- CMD (Prometheus)".to_owned(),
             prometheus_counts(&std::fs::read_to_string(&prom).unwrap()),
         ),
-    ]
+    ];
+    if let Some(receiver) = receiver {
+        paths.push((
+            "attach -- CMD (OTLP push)".to_owned(),
+            otlp_counts(&receiver),
+        ));
+    }
+    paths
+}
+
+/// The calls per syscall of the last OTLP push (`syscall.calls`, cumulative).
+fn otlp_counts(receiver: &common::otlp::Receiver) -> Counts {
+    let pushes = receiver.requests();
+    let last = pushes.last().expect("no OTLP push arrived");
+    last["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["metric"] == "syscall.calls")
+        .filter_map(|p| {
+            let n = p["value"].as_u64().filter(|n| *n > 0)?;
+            Some((p["attributes"]["syscall"].as_str()?.to_owned(), n))
+        })
+        .collect()
+}
+
+/// The kernel matrix's guests (PROFILER_DIFFERENTIAL=command) hold the kernel programs to
+/// strace through `attach -- CMD` and its file exports alone: --pid, the serve scrape and the
+/// OTLP push read the same programs' counters through user-space paths, which the host suite
+/// compares (under TCG they took most of the suite's time).
+fn kernel_programs_only() -> bool {
+    std::env::var("PROFILER_DIFFERENTIAL").as_deref() == Ok("command")
 }
 
 /// The workload started behind a gate file, traced by `attach --pid`, then let go.
@@ -290,11 +327,7 @@ fn compare(name: &str, workloads: &Path, args: &[&str], unseen: &[&str]) {
         .into_iter()
         .map(|(path, counts)| (path, keep(counts), &expected))
         .collect();
-    // The kernel matrix's guests (PROFILER_DIFFERENTIAL=command) hold the kernel programs to
-    // strace through `attach -- CMD` alone: --pid and the serve scrape read the same programs'
-    // counters through user-space paths, which the host suite compares (under TCG they took
-    // most of the suite's time).
-    if std::env::var("PROFILER_DIFFERENTIAL").as_deref() == Ok("command") {
+    if kernel_programs_only() {
         let wrong: Vec<String> = observed
             .iter()
             .filter(|(_, counts, expected)| counts != *expected)

@@ -2,6 +2,8 @@
 //! directories, the `profiler` binary.
 #![allow(dead_code)] // each test binary uses its own part of this
 
+pub mod otlp;
+
 use std::{
     path::PathBuf,
     process::Command,
