@@ -20,11 +20,13 @@ pub struct KernelSyscallTimer {
 }
 
 impl KernelSyscallTimer {
-    /// Loads the kernel programs tracking this process.
-    pub fn new() -> Result<Self> {
+    /// Loads the kernel programs tracking this process, on `syscall_attach`'s front end
+    /// (`--attach`; `None`: the default).
+    pub fn new(syscall_attach: Option<crate::bpf::SyscallAttach>) -> Result<Self> {
         // This 64-bit process only: no compat programs.
         let session = Session::start(&SessionConfig {
             compat: false,
+            syscall_attach,
             ..SessionConfig::new(
                 Syscall::resolve_list(&["write", "sendto"])?,
                 Target::Processes(vec![std::process::id()]),

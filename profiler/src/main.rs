@@ -8,7 +8,7 @@ use clap::Parser as _;
 use profiler::{
     attach::{self, AttachOptions},
     bench,
-    bpf::Syscall,
+    bpf::{Syscall, SyscallAttach},
     c2c_timer::KernelSyscallTimer,
     cli::{BenchCommand, C2cArgs, Cli, Command},
     trace::TraceRequest,
@@ -16,9 +16,6 @@ use profiler::{
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Some(attach) = cli.syscall_attach {
-        attach.choose();
-    }
     // While the process has one thread: a namespace of its own if tracefs must be mounted.
     let private_tracefs = profiler::bpf::environment::mount_tracefs_privately();
     let level = match cli.verbose {
@@ -66,6 +63,7 @@ fn run(cli: Cli) -> Result<i32> {
                 trace: TraceRequest {
                     syscalls,
                     every,
+                    syscall_attach: cli.syscall_attach,
                     pids: args.pids,
                     all: args.all,
                     children: !args.no_children,
@@ -84,13 +82,13 @@ fn run(cli: Cli) -> Result<i32> {
             };
             attach::run(&options)
         }
-        Command::Run(args) => profiler::run::main(&args),
+        Command::Run(args) => profiler::run::main(&args, cli.syscall_attach),
         Command::Diff(args) => profiler::diff::main(&args),
         Command::GenerateAssets { dir } => {
             profiler::cli::generate_assets(&dir)?;
             Ok(0)
         }
-        Command::C2c(args) => run_c2c(&args),
+        Command::C2c(args) => run_c2c(&args, cli.syscall_attach),
         Command::Bench(BenchCommand::Overhead(args)) => {
             bench::overhead::run(&args)?;
             Ok(0)
@@ -101,6 +99,7 @@ fn run(cli: Cli) -> Result<i32> {
                 trace: TraceRequest {
                     syscalls,
                     every,
+                    syscall_attach: cli.syscall_attach,
                     pids: args.pids,
                     all: args.all,
                     children: true,
@@ -137,7 +136,7 @@ fn c2c_progress(result: &c2c::MechanismResult, done: usize, of: usize) {
     profiler::errln!("[{done}/{of}] {}: {what}", result.mechanism);
 }
 
-fn run_c2c(args: &C2cArgs) -> Result<i32> {
+fn run_c2c(args: &C2cArgs, syscall_attach: Option<SyscallAttach>) -> Result<i32> {
     // Ctrl-C ends the mechanism in progress at its time limit, then prints what was measured.
     let interrupt = profiler::trace::stop_on_signals()?;
     let options = C2cOptions {
@@ -152,7 +151,7 @@ fn run_c2c(args: &C2cArgs) -> Result<i32> {
     let mut timer = if args.no_syscalls {
         None
     } else {
-        match KernelSyscallTimer::new() {
+        match KernelSyscallTimer::new(syscall_attach) {
             Ok(t) => Some(t),
             Err(e) => {
                 profiler::errln!(

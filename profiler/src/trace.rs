@@ -57,6 +57,8 @@ pub struct TraceRequest {
     pub slow_top: u32,
     /// Whether every call is counted too (`--syscalls all`: always, and listed).
     pub every: crate::bpf::CountEvery,
+    /// `--attach`: how the syscalls are timed (`None`: the default, auto).
+    pub syscall_attach: Option<crate::bpf::SyscallAttach>,
 }
 
 impl TraceRequest {
@@ -172,6 +174,7 @@ impl Trace {
             by_cgroup: request.by_cgroup,
             slow: request.slow,
             count_every: request.every,
+            syscall_attach: request.syscall_attach,
             // In a child pid namespace this process's pid names another one for the kernel.
             exclude_self: !crate::process::in_child_pid_namespace(),
             ..SessionConfig::new(request.syscalls.clone(), target)

@@ -10,7 +10,7 @@ mod common;
 #[test]
 fn syscall_mechanisms_get_kernel_timed_send_columns() {
     let _serial = common::serial();
-    let mut timer = KernelSyscallTimer::new().expect("loading the kernel programs (root?)");
+    let mut timer = KernelSyscallTimer::new(None).expect("loading the kernel programs (root?)");
     let options = C2cOptions {
         cpus: None,
         round_trips: 2_000,

@@ -1207,6 +1207,7 @@ fn slow_path_report_of(
         slow: Some(Duration::from_millis(10)),
         slow_top: 10,
         every: profiler::bpf::CountEvery::Auto,
+        syscall_attach: None,
     };
     let trace = profiler::trace::Trace::start(&request)
         .unwrap_or_else(|e| panic!("starting the trace with --slow failed: {e:#}"));

@@ -51,6 +51,7 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         slow_top: 10,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),
         every: profiler::bpf::CountEvery::Auto,
+        syscall_attach: None,
         server_bin: servers_binary(),
         timeout: Duration::from_secs(5),
         progress: false,

@@ -30,26 +30,16 @@ pub enum SyscallAttach {
     Fentry,
 }
 
-/// The process-wide default, set once from the command line (`--attach`).
-static CHOSEN: OnceLock<SyscallAttach> = OnceLock::new();
-
 impl SyscallAttach {
     /// The environment variable that sets the default where no `--attach` is given (the
     /// guest suite runs the kernel tests under each front end with it).
     pub const ENV: &'static str = "PROFILER_ATTACH";
 
-    /// Sets the default every [`SessionConfig::new`](super::SessionConfig::new) takes from now
-    /// on (the first call wins).
-    pub fn choose(self) {
-        let _ = CHOSEN.set(self);
-    }
-
-    /// The default: `--attach` when given, else `PROFILER_ATTACH`, else `auto`. An
-    /// unknown value of the variable is refused when a session starts.
+    /// The default where a session's configuration names none (`--attach` travels in
+    /// [`SessionConfig::syscall_attach`](super::SessionConfig::syscall_attach)):
+    /// `PROFILER_ATTACH`, else `auto`. An unknown value of the variable is refused when a
+    /// session starts.
     pub fn default_choice() -> Result<Self, String> {
-        if let Some(&chosen) = CHOSEN.get() {
-            return Ok(chosen);
-        }
         match std::env::var(Self::ENV) {
             Err(_) => Ok(Self::Auto),
             Ok(value) => <Self as clap::ValueEnum>::from_str(&value, true)

@@ -25,7 +25,7 @@ use self::{
     server::{Server, ServerSpec},
 };
 use crate::{
-    bpf::{Session, SessionConfig, Syscall, Target},
+    bpf::{Session, SessionConfig, Syscall, SyscallAttach, Target},
     export::{self, Comparison, ExportData, LoadSummary, Measurement, Metadata, StraceComparison},
     loadgen::{self, LoadSpec, Stop, Workload},
     stats::Snapshot,
@@ -33,13 +33,14 @@ use crate::{
 
 /// `profiler run`: measure, print the report, write the exports. Returns the exit code: 0, 1 when
 /// a variant failed, 130 when interrupted.
-pub fn main(args: &options::RunArgs) -> Result<i32> {
+pub fn main(args: &options::RunArgs, syscall_attach: Option<SyscallAttach>) -> Result<i32> {
     export::check_export_args(&args.exports)?;
     // The servers are traced by pid, which the kernel gives in the host's numbering.
     if crate::process::in_child_pid_namespace() {
         return Err(crate::error::SetupError::ChildPidNamespace.into());
     }
     let mut options = options::from_args(args)?;
+    options.syscall_attach = syscall_attach;
     options.progress = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut metadata = Metadata::collect("run");
     let experiment = run(&options)?;
@@ -370,6 +371,8 @@ pub struct RunOptions {
     pub syscalls: Vec<Syscall>,
     /// Whether every call of the servers is counted too (`--syscalls all`).
     pub every: crate::bpf::CountEvery,
+    /// `--attach`: how the servers' syscalls are timed (`None`: the default, auto).
+    pub syscall_attach: Option<SyscallAttach>,
     /// The `servers` binary.
     pub server_bin: PathBuf,
     /// Per-request timeout.
@@ -737,6 +740,7 @@ fn measure_run(
                 // program (a 32-bit one, or a script).
                 compat: !crate::process::is_elf64(&server_spec.program()),
                 count_every: options.every,
+                syscall_attach: options.syscall_attach,
                 ..SessionConfig::new(
                     options.syscalls.clone(),
                     Target::Processes(traced(variant, pid)),

@@ -449,6 +449,7 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         slow_top: args.slow.slow_top,
         syscalls,
         every,
+        syscall_attach: None,
         server_bin,
         timeout: args.timeout,
         progress: true,
