@@ -362,17 +362,29 @@ impl Slots {
     }
 
     /// Shuts down the connection that has waited longest for its request; false when every
-    /// connection is being answered.
+    /// connection is being answered. A connection whose client has sent bytes that its thread
+    /// has not read yet (a busy machine runs the thread late) has spoken: it is not idle (a
+    /// scrape was once evicted so, between its request's arrival and its thread's first poll).
     fn evict_idlest(&self) -> bool {
         let mut open = self
             .open
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let Some(idlest) = open
+        let mut candidates: Vec<&mut Slot> = open
             .iter_mut()
             .filter(|s| !s.spoke && !s.evicted && s.stream.is_some())
-            .min_by_key(|s| s.since)
-        else {
+            .collect();
+        candidates.sort_by_key(|s| s.since);
+        let mut idlest = None;
+        for slot in candidates {
+            if slot.stream.as_ref().is_some_and(bytes_waiting) {
+                slot.spoke = true;
+            } else {
+                idlest = Some(slot);
+                break;
+            }
+        }
+        let Some(idlest) = idlest else {
             return false;
         };
         idlest.evicted = true;
@@ -398,6 +410,14 @@ impl Slots {
         }
         true
     }
+}
+
+/// Whether the client has sent bytes that nobody has read yet.
+fn bytes_waiting(stream: &TcpStream) -> bool {
+    let mut pending: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int into `pending`, of a valid socket.
+    let rc = unsafe { libc::ioctl(stream.as_raw_fd(), libc::FIONREAD, &raw mut pending) };
+    rc == 0 && pending > 0
 }
 
 /// Waits up to `timeout_ms` for a connection; false on timeout or a signal.
