@@ -6,6 +6,8 @@
 //! - [`samples`]: median, spread, outliers and Gini over repeated measurements.
 //! - [`inference`]: what repeated runs allow a report to conclude: intervals with the level
 //!   they achieve, the sequential design of `run`, verdicts.
+//! - [`comparison`]: what a comparison of two kinds of runs found (the exports print it,
+//!   `run` computes it).
 //! - [`noise`]: the machine's own noise during a measurement (other tasks, steal).
 //! - [`cpus`]: CPU lists, the CPUs this process may use, pinning (the `cpuset` crate, shared
 //!   with `c2c`).
@@ -30,6 +32,7 @@ pub mod bpf;
 pub mod c2c_timer;
 pub mod cgroup;
 pub mod cli;
+pub mod comparison;
 pub mod diff;
 pub use cpuset as cpus;
 pub mod error;

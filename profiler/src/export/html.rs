@@ -19,11 +19,11 @@ use super::{
     },
 };
 use crate::{
+    comparison::{RunKind, VERDICTS_HEADING},
     report::{
         table::{Table, escape_html as esc},
         units::duration_ns,
     },
-    run::model::RunKind,
 };
 
 /// The HTML report format.
@@ -82,7 +82,7 @@ pub fn render(data: &ExportData) -> String {
     let (verdicts, rest): (Vec<&crate::report::document::Part>, Vec<_>) = document
         .parts
         .iter()
-        .partition(|p| p.heading == crate::run::report::VERDICTS_HEADING);
+        .partition(|p| p.heading == VERDICTS_HEADING);
     for part in verdicts {
         out.push_str(
             &crate::report::document::Document {

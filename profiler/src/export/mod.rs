@@ -31,8 +31,8 @@ use serde::{Deserialize, Serialize};
 
 use self::atomic::Destination;
 use crate::{
+    comparison::PairedChange,
     report::document::Document,
-    run::model::PairedChange,
     slow::SlowReport,
     stats::{Snapshot, SyscallSummary},
 };

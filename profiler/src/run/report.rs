@@ -95,7 +95,7 @@ pub fn document(experiment: &Experiment) -> Document {
 }
 
 /// The heading of the part every report opens with.
-pub const VERDICTS_HEADING: &str = "Verdicts";
+pub use crate::comparison::VERDICTS_HEADING;
 
 /// The answer first: per scenario, each comparison with its interval, level, pairs and
 /// verdict; where the time goes per request; the noise line; with a CPU-set sweep, whether
