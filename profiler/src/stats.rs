@@ -883,12 +883,19 @@ pub fn syscall_figures() -> Vec<Figure> {
     figures
 }
 
-/// Calls per request, the one definition every report and export uses: over the requests
-/// the load generator finished, correct or failed (the server made calls for the failed ones
-/// too). `None` without requests.
+/// Any figure per request (calls, ns in a syscall, the server's CPU ns), the one formula every
+/// report, chart and export uses: over the requests the load generator finished, correct or
+/// failed (the server made calls and spent time for the failed ones too). `None` without
+/// requests.
+#[must_use]
+pub fn per_request(amount: f64, requests_finished: u64) -> Option<f64> {
+    (requests_finished > 0).then(|| amount / requests_finished as f64)
+}
+
+/// Calls per request: [`per_request`] of a count.
 #[must_use]
 pub fn calls_per_request(calls: u64, requests_finished: u64) -> Option<f64> {
-    (requests_finished > 0).then(|| calls as f64 / requests_finished as f64)
+    per_request(calls as f64, requests_finished)
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 use super::{ExportData, Measurement};
 use crate::{
     report::{table::escape_html as esc, units::duration},
-    stats::SyscallSummary,
+    stats::{SyscallSummary, per_request},
 };
 
 /// Chart width, px.
@@ -502,7 +502,7 @@ pub(crate) fn time_per_request_chart(scenario: &Scenario, palette: &Palette) -> 
         .members
         .iter()
         .filter_map(|m| {
-            let requests = m.load.as_ref()?.requests;
+            let requests = m.requests_finished()?;
             (requests > 0).then_some((*m, requests))
         })
         .collect();
@@ -525,7 +525,8 @@ pub(crate) fn time_per_request_chart(scenario: &Scenario, palette: &Palette) -> 
         let i = names.iter().position(|(n, _)| *n == name).unwrap_or(0);
         SYSCALL_COLOURS[i % SYSCALL_COLOURS.len()]
     };
-    let per_request = |s: &SyscallSummary, requests: u64| s.total_ns as f64 / requests as f64;
+    let per = |amount: f64, requests: u64| per_request(amount, requests).unwrap_or(0.0);
+    let per_request = |s: &SyscallSummary, requests: u64| per(s.total_ns as f64, requests);
     let split = members
         .iter()
         .all(|(m, _)| m.syscalls.syscalls.iter().all(|s| s.off_cpu.is_some()));
@@ -601,7 +602,7 @@ pub(crate) fn time_per_request_chart(scenario: &Scenario, palette: &Palette) -> 
                 esc(&variant_name(m)),
                 esc(&s.name),
                 duration(v as u64),
-                s.calls as f64 / *requests as f64
+                per(s.calls as f64, *requests)
             );
             x += v;
         }
@@ -617,9 +618,9 @@ pub(crate) fn time_per_request_chart(scenario: &Scenario, palette: &Palette) -> 
             let (mut on, mut blocked, mut runnable) = (0.0, 0.0, 0.0);
             for s in &m.syscalls.syscalls {
                 if let Some((o, b, r)) = s.time_split() {
-                    on += o as f64 / *requests as f64;
-                    blocked += b as f64 / *requests as f64;
-                    runnable += r as f64 / *requests as f64;
+                    on += per(o as f64, *requests);
+                    blocked += per(b as f64, *requests);
+                    runnable += per(r as f64, *requests);
                 }
             }
             let mut x = 0.0;

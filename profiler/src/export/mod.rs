@@ -320,9 +320,15 @@ impl Measurement {
     /// load generator counted requests.
     #[must_use]
     pub fn calls_per_request(&self, syscall: &SyscallSummary) -> Option<f64> {
+        crate::stats::calls_per_request(syscall.calls, self.requests_finished()?)
+    }
+
+    /// The requests the load generator finished, correct or failed: the denominator of every
+    /// per-request figure ([`crate::stats::per_request`]); `None` without a load.
+    #[must_use]
+    pub fn requests_finished(&self) -> Option<u64> {
         let load = self.load.as_ref()?;
-        let finished = load.requests + load.errors.values().sum::<u64>();
-        crate::stats::calls_per_request(syscall.calls, finished)
+        Some(load.requests + load.errors.values().sum::<u64>())
     }
 }
 

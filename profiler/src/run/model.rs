@@ -329,8 +329,8 @@ fn paired(
     let cpu = |r: &RunResult| {
         let requests = r.requests_finished();
         r.server_cpu
-            .filter(|c| c.on_cpu_ns > 0 && requests > 0)
-            .map(|c| c.on_cpu_ns as f64 / requests as f64)
+            .filter(|c| c.on_cpu_ns > 0)
+            .and_then(|c| crate::stats::per_request(c.on_cpu_ns as f64, requests))
     };
     let cpu_pairs: Vec<(f64, f64)> = pairs
         .iter()

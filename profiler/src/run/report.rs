@@ -18,7 +18,7 @@ use crate::{
         units::{duration, duration_ns, percent},
     },
     samples::{Spread, gini, median, outliers},
-    stats::Snapshot,
+    stats::{Snapshot, calls_per_request, per_request},
 };
 
 /// The whole report.
@@ -206,7 +206,10 @@ fn time_per_request_lines(s: &ScenarioResult) -> Vec<String> {
                 .filter(|x| x.calls > 0)
                 .map(|x| {
                     let ns = x.time_split().map_or(x.total_ns, |(on, ..)| on);
-                    (x.name.as_str(), ns as f64 / requests as f64)
+                    (
+                        x.name.as_str(),
+                        per_request(ns as f64, requests).unwrap_or(0.0),
+                    )
                 })
                 .collect();
             if rows.is_empty() {
@@ -685,7 +688,7 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
     let mut events = Vec::new();
     let mut dropped = Vec::new();
     for (v, merged) in &merged {
-        let requests = requests_of(v).max(1) as f64;
+        let requests = requests_of(v);
         let total_time = merged.total_ns() as f64;
         let mut rows: Vec<_> = merged.syscalls.iter().filter(|x| x.calls > 0).collect();
         rows.sort_by_key(|x| std::cmp::Reverse(x.total_ns));
@@ -694,7 +697,8 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
                 v.variant.to_string(),
                 x.name.clone(),
                 x.calls.to_string(),
-                format!("{:.2}", x.calls as f64 / requests),
+                calls_per_request(x.calls, requests)
+                    .map_or_else(|| "-".to_owned(), |c| format!("{c:.2}")),
                 error_share_cell(x),
                 duration_ns(x.mean_ns()),
             ];
@@ -820,7 +824,7 @@ fn cpu_section(s: &ScenarioResult) -> Option<Section> {
         }
         table.row([
             v.variant.to_string(),
-            duration_ns(cpu.on_cpu_ns as f64 / requests as f64),
+            duration_ns(per_request(cpu.on_cpu_ns as f64, requests).unwrap_or(0.0)),
             percent(cpu.system_ns as f64, (cpu.user_ns + cpu.system_ns) as f64),
             percent(cpu.on_cpu_ns as f64, elapsed * 1e9),
         ]);
@@ -934,11 +938,11 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     header.extend(measured.iter().map(|v| v.variant.to_string()));
     let mut table = Table::new(header);
     // Each variant's runs merged once, with its requests: every row reads them.
-    let merged: Vec<(&VariantResult, Snapshot, f64)> = measured
+    let merged: Vec<(&VariantResult, Snapshot, u64)> = measured
         .iter()
-        .map(|v| (*v, v.merged_syscalls(), requests_of(v).max(1) as f64))
+        .map(|v| (*v, v.merged_syscalls(), requests_of(v)))
         .collect();
-    let row = |name: &str, f: &dyn Fn(&VariantResult, &Snapshot, f64) -> String| {
+    let row = |name: &str, f: &dyn Fn(&VariantResult, &Snapshot, u64) -> String| {
         let mut cells = vec![name.to_owned()];
         for (v, m, requests) in &merged {
             cells.push(f(v, m, *requests));
@@ -958,7 +962,7 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
             .map_or("-".to_owned(), |h| duration(h.value_at_quantile(q)))
     };
     let per_call = |name: &'static str| {
-        move |_: &VariantResult, m: &Snapshot, _: f64| {
+        move |_: &VariantResult, m: &Snapshot, _: u64| {
             m.syscall(name)
                 .filter(|x| x.calls > 0)
                 .map_or("-".to_owned(), |x| duration_ns(x.mean_ns()))
@@ -1012,7 +1016,7 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
             .filter_map(|n| m.syscall(n))
             .map(|x| x.calls)
             .sum();
-        format!("{:.2}", calls as f64 / req)
+        calls_per_request(calls, req).map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
     }));
     table.row(row("accept EAGAIN", &|_, m, _| {
         let (calls, again) = ["accept", "accept4"]
@@ -1027,13 +1031,11 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
         percent(again as f64, calls as f64)
     }));
     table.row(row("syscalls/req", &|_, m, req| {
-        format!(
-            "{:.2}",
-            m.syscalls.iter().map(|x| x.calls).sum::<u64>() as f64 / req
-        )
+        calls_per_request(m.syscalls.iter().map(|x| x.calls).sum(), req)
+            .map_or_else(|| "-".to_owned(), |c| format!("{c:.2}"))
     }));
     table.row(row("syscall time/req", &|_, m, req| {
-        duration_ns(m.total_ns() as f64 / req)
+        per_request(m.total_ns() as f64, req).map_or_else(|| "-".to_owned(), duration_ns)
     }));
     table.row(row("epoll events/call", &|_, m, _| {
         let mut h = crate::stats::LatencyHistogram::default();
@@ -1053,11 +1055,7 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
             .of_kind(RunKind::Profiled)
             .filter_map(|r| r.server_cpu.map(|c| (c, r.requests_finished())))
             .fold((0u64, 0u64), |(n, q), (c, r)| (n + c.on_cpu_ns, q + r));
-        if req == 0 {
-            "-".to_owned()
-        } else {
-            duration_ns(ns as f64 / req as f64)
-        }
+        per_request(ns as f64, req).map_or_else(|| "-".to_owned(), duration_ns)
     }));
     let mut section = Section::new("Side by side", table);
     // A server's syscall time per request counts every thread of it; where that exceeds what a
@@ -1066,7 +1064,7 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
         .iter()
         .filter_map(|(v, m, requests)| {
             let p50 = v.merged_latency()?.value_at_quantile(0.5) as f64;
-            let per_request = m.total_ns() as f64 / requests;
+            let per_request = per_request(m.total_ns() as f64, *requests)?;
             (p50 > 0.0 && per_request > p50).then(|| {
                 format!(
                     "{} ({} against a p50 of {})",
@@ -1207,8 +1205,11 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
         // server's share is its own traced calls at the programs' mean cost per call.
         // The sched programs run at every switch of the machine, the raw compat ones (32-bit
         // timing on the tracepoints) at every syscall: neither per traced call.
-        let machine_wide =
-            |p: &ProgramCost| p.name.contains("sched_") || p.name.starts_with("compat_");
+        let machine_wide = |p: &ProgramCost| {
+            p.name.contains("sched_")
+                || p.name.starts_with("compat_")
+                || p.name.starts_with("every_")
+        };
         let server_calls = over_runs(&|r| {
             r.syscalls.syscalls.iter().map(|s| s.calls).sum::<u64>() as f64
                 / r.requests_finished() as f64
