@@ -137,7 +137,8 @@ pub struct SlowCallStack {
     pub sp: u64,
     /// The user frame pointer register (rbp) at the syscall, whatever it holds.
     pub bp: u64,
-    /// Bytes of `stack` copied: a multiple of [`USER_STACK_CHUNK`]; 0 for a 32-bit caller
+    /// Bytes of `stack` copied: whole [`USER_STACK_CHUNK`]s, and the last one up to the
+    /// stack's end where it ran past it; 0 for a 32-bit caller
     /// (its stack is not unwound with x86_64 rules) or when nothing could be read.
     pub stack_len: u64,
     /// The user stack from `sp` up.

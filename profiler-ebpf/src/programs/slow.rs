@@ -238,6 +238,21 @@ pub(crate) fn report_slow<C: StackIdContext>(ctx: &C, call: SlowCall) {
                     (sp + offset as u64) as *const core::ffi::c_void,
                 );
                 if read != 0 {
+                    // The chunk ran past the stack's end (its mapping ends on a page
+                    // boundary, sometimes less than a chunk above sp: a shallow stack, as
+                    // ASLR places it): the bytes up to that page boundary, where the
+                    // outermost frames' return addresses are.
+                    let at = sp + offset as u64;
+                    let left = (4096 - (at & 4095)) as u32 & (USER_STACK_CHUNK as u32 - 1);
+                    if left != 0
+                        && probe_read_user_raw(
+                            stack.add(offset).cast(),
+                            left,
+                            at as *const core::ffi::c_void,
+                        ) == 0
+                    {
+                        copied += u64::from(left);
+                    }
                     break;
                 }
                 copied += USER_STACK_CHUNK as u64;

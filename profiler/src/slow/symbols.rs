@@ -340,16 +340,28 @@ fn unknown(address: u64, module: Option<&Path>) -> Frame {
 /// A kernel stack without the profiler's own frames: taken inside its program, it begins
 /// (innermost) with the program (`bpf_prog_..._btf_sched_switch`) and the trampoline that ran it
 /// (`bpf_trace_run4`, `__bpf_trace_sched_switch`, `__traceiter_sched_switch`), which are the
-/// measuring, not the measured.
+/// measuring, not the measured. Where the kernel does not list its BPF programs in kallsyms
+/// (`bpf_jit_kallsyms` 0: Debian's 6.1), the program's frame reads as whatever symbol lies
+/// below it (`__init_scratch_end`): everything down to the trampoline goes then.
 fn without_own_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
-    let own = |f: &Frame| {
-        f.function.starts_with("bpf_prog_")
-            || f.function.starts_with("bpf_trace_run")
+    let trampoline = |f: &Frame| {
+        f.function.starts_with("bpf_trace_run")
             || f.function.starts_with("__bpf_trace_")
             || f.function.starts_with("__traceiter_")
             || f.function.starts_with("bpf_trampoline_")
     };
-    let skip = frames.iter().take_while(|f| own(f)).count();
+    let own = |f: &Frame| f.function.starts_with("bpf_prog_") || trampoline(f);
+    // The program, unnamed or not, and its trampolines are the first few frames.
+    let through_trampoline = frames
+        .iter()
+        .take(6)
+        .rposition(|f| trampoline(f))
+        .map_or(0, |i| i + 1);
+    let skip = through_trampoline
+        + frames[through_trampoline..]
+            .iter()
+            .take_while(|f| own(f))
+            .count();
     frames.drain(..skip);
     frames
 }
@@ -365,6 +377,18 @@ mod tests {
             f("bpf_prog_6deef7357e7b4530_btf_sched_switch"),
             f("bpf_trace_run4"),
             f("__traceiter_sched_switch"),
+            f("__schedule"),
+            f("schedule"),
+        ];
+        let names: Vec<String> = without_own_frames(stack)
+            .into_iter()
+            .map(|f| f.function)
+            .collect();
+        assert_eq!(names, ["__schedule", "schedule"]);
+        // A program the kernel does not name (6.1 without bpf_jit_kallsyms).
+        let stack = vec![
+            f("__init_scratch_end"),
+            f("bpf_trace_run4"),
             f("__schedule"),
             f("schedule"),
         ];
