@@ -355,7 +355,7 @@ fn without_own_frames(mut frames: Vec<Frame>) -> Vec<Frame> {
     let through_trampoline = frames
         .iter()
         .take(6)
-        .rposition(|f| trampoline(f))
+        .rposition(trampoline)
         .map_or(0, |i| i + 1);
     let skip = through_trampoline
         + frames[through_trampoline..]
