@@ -51,8 +51,13 @@ pub struct Config {
     /// sized by the threads that can exist, instead of arrays indexed by id and sized by
     /// `kernel.pid_max`: a large `pid_max` (systemd's 4194304), or one raised while tracing.
     pub per_thread_hash: u8,
+    /// 1 where the raw compat programs (`compat_enter`/`compat_exit`, which every syscall of the
+    /// machine runs anyway) also count every call of the traced processes: a map lookup more
+    /// per syscall, where two programs of their own (`every_enter`/`every_exit`) cost a
+    /// program dispatch each.
+    pub count_every: u8,
     /// Explicit padding.
-    pub _pad: [u8; 3],
+    pub _pad: [u8; 2],
     /// The fentry front end: each slot's [`SlotEntry`](crate::SlotEntry) (flags included),
     /// which its programs, one pair per slot, read with the slot as a constant.
     pub slot_entries: [u32; crate::MAX_SYSCALL_SLOTS],
@@ -70,7 +75,8 @@ impl Config {
         by_cgroup: 0,
         split_off_cpu: 0,
         per_thread_hash: 0,
-        _pad: [0; 3],
+        count_every: 0,
+        _pad: [0; 2],
         slot_entries: [0; crate::MAX_SYSCALL_SLOTS],
     };
 }

@@ -460,6 +460,24 @@ fn every_syscall_counts_as_strace_counts() {
         text.contains("left out: ") && text.contains("Every syscall of the traced processes"),
         "{text}"
     );
+    // Without `all`: the share left out where the compat programs count it (the tracepoint
+    // front end), "not measured" with fentry; the same share either way it is measured.
+    let default = profiler()
+        .args(["attach", "--syscalls", "close,read,execve", "--export-json"])
+        .arg(&json)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&default.stdout);
+    let m = read_json(&json)["measurements"][0].clone();
+    match m["left_out_share"].as_f64() {
+        Some(share) => assert!(
+            share > 0.0 && share < 1.0 && text.contains("left out: "),
+            "{text}"
+        ),
+        None => assert!(text.contains("left out: not measured"), "{text}"),
+    }
 }
 
 /// ENOENT is its own errno class: a program probing paths that do not exist (openat, access

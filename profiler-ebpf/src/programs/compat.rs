@@ -20,6 +20,9 @@ pub(crate) fn is_ia32(regs: *const u8) -> bool {
 /// the registers.
 #[raw_tracepoint]
 pub fn compat_enter(ctx: RawTracePointContext) -> u32 {
+    if count_every() {
+        every_begin(&ctx);
+    }
     let nr = ctx.arg::<u64>(1);
     let entry = IA32_SLOT_OF_NR.get(nr as u32).copied().unwrap_or(0);
     if entry == 0 {
@@ -50,6 +53,9 @@ pub fn compat_exit(ctx: RawTracePointContext) -> u32 {
     let Some(start_ptr) = thread_start(pid_tgid as u32) else {
         return 0;
     };
+    if count_every() {
+        every_end(&ctx, start_ptr);
+    }
     // SAFETY: this thread's own entry.
     let start = unsafe { *start_ptr };
     let ret = ctx.arg::<i64>(1);

@@ -51,6 +51,12 @@ pub(crate) fn per_thread_hash() -> bool {
     read!(per_thread_hash) != 0
 }
 
+/// The compat programs count every call too ([`Config::count_every`]).
+#[inline(always)]
+pub(crate) fn count_every() -> bool {
+    read!(count_every) != 0
+}
+
 /// `--slow`: the threshold in ns (0: off).
 #[inline(always)]
 pub(crate) fn slow_ns() -> u64 {

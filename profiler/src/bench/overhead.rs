@@ -79,9 +79,14 @@ pub enum Config {
     /// The profiler's programs with `--slow 1ns` and the collector reading: every call is
     /// recorded (ring buffer, user stack, name) and grouped in user space.
     ProfilerSlowEvery,
-    /// The profiler's programs counting every call too (`--syscalls all`: the raw
-    /// `sys_enter`/`sys_exit` pair beside them).
+    /// The profiler's programs counting every call too (`--syscalls all` where the compat
+    /// programs do not run: the raw `every_enter`/`every_exit` pair beside them).
     ProfilerEvery,
+    /// The profiler's programs with the compat pair (32-bit timing), as `attach` loads them,
+    /// not counting every call.
+    ProfilerCompat,
+    /// The same counting every call inside the compat pair: `attach`'s default.
+    ProfilerCompatEvery,
     /// The profiler's programs with the per-thread state in hash maps (what a large
     /// `kernel.pid_max` chooses), against the arrays of `Profiler`.
     ProfilerHash,
@@ -106,6 +111,8 @@ impl Config {
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
             Self::ProfilerSlowEvery => "syscall-profiler --slow 1ns",
             Self::ProfilerEvery => "syscall-profiler --syscalls all",
+            Self::ProfilerCompat => "syscall-profiler + compat, not counting every call",
+            Self::ProfilerCompatEvery => "syscall-profiler + compat counting every call",
             Self::ProfilerHash => "syscall-profiler, per-thread hash maps",
             Self::Bpftrace => "bpftrace one-liner",
             Self::EmptySched => "empty sched pair, raw_tp",
@@ -135,6 +142,8 @@ impl Config {
             | Self::ProfilerSlow
             | Self::ProfilerSlowEvery
             | Self::ProfilerEvery
+            | Self::ProfilerCompat
+            | Self::ProfilerCompatEvery
             | Self::ProfilerHash => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
@@ -236,6 +245,12 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
         // (a) the profiler tracks another process; this one closes untraced.
         Measured::new(Config::Profiler, Workload::DupClose, Tracked::Other),
         Measured::new(Config::ProfilerEvery, Workload::DupClose, Tracked::Other),
+        Measured::new(Config::ProfilerCompat, Workload::DupClose, Tracked::Other),
+        Measured::new(
+            Config::ProfilerCompatEvery,
+            Workload::DupClose,
+            Tracked::Other,
+        ),
         // (b) close is traced in this process, which calls getppid.
         Measured::new(Config::Nothing, Workload::Getppid, Tracked::Me),
         Measured::new(
@@ -245,6 +260,8 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
         ),
         Measured::new(Config::Profiler, Workload::Getppid, Tracked::Me),
         Measured::new(Config::ProfilerEvery, Workload::Getppid, Tracked::Me),
+        Measured::new(Config::ProfilerCompat, Workload::Getppid, Tracked::Me),
+        Measured::new(Config::ProfilerCompatEvery, Workload::Getppid, Tracked::Me),
         Measured::new(
             Config::Empty(AttachPoint::RawTracepoint),
             Workload::Getppid,
@@ -408,17 +425,21 @@ fn measure_one(
             SyscallAttach::Tracepoint
         }),
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
-        // with the floors (the compat programs' cost is the raw_tp empty pair's).
-        compat: false,
+        // with the floors (the compat programs' cost is the raw_tp empty pair's); with them
+        // where the configuration measures them.
+        compat: matches!(
+            m.config,
+            Config::ProfilerCompat | Config::ProfilerCompatEvery
+        ),
         per_thread: if m.config == Config::ProfilerHash {
             PerThread::Hash
         } else {
             PerThread::Array
         },
-        count_every: if m.config == Config::ProfilerEvery {
-            CountEvery::Always
-        } else {
-            CountEvery::Never
+        count_every: match m.config {
+            Config::ProfilerEvery => CountEvery::Always,
+            Config::ProfilerCompatEvery => CountEvery::Auto,
+            _ => CountEvery::Never,
         },
         ..SessionConfig::new(syscalls.clone(), target)
     })?;
@@ -918,6 +939,24 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 ns_cell(&round_added(hash, profiler))
             ));
         }
+        if let (Some(every), Some(compat)) = (
+            find(Config::ProfilerCompatEvery, DupClose, Tracked::Other),
+            find(Config::ProfilerCompat, DupClose, Tracked::Other),
+        ) {
+            out.push_str(&format!(
+                "  the share left out (attach's default, in the compat pair), untraced dup+close {}\n",
+                ns_cell(&round_added(every, compat))
+            ));
+        }
+        if let (Some(every), Some(compat)) = (
+            find(Config::ProfilerCompatEvery, Workload::Getppid, Tracked::Me),
+            find(Config::ProfilerCompat, Workload::Getppid, Tracked::Me),
+        ) {
+            out.push_str(&format!(
+                "  the share left out, per call of a traced process not in the table {} (getppid)\n",
+                ns_cell(&round_added(every, compat))
+            ));
+        }
         if let (Some(every), Some(timed)) = (
             find(Config::ProfilerEvery, Workload::Getppid, Tracked::Me),
             find(Config::Profiler, Workload::Getppid, Tracked::Me),
@@ -932,7 +971,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             find(Config::Profiler, DupClose, Tracked::Other),
         ) {
             out.push_str(&format!(
-                "  --syscalls all per syscall of an untraced process .......... {}\n",
+                "  --syscalls all (its own pair), untraced dup+close ........... {}\n",
                 ns_cell(&round_added(every, timed))
             ));
         }

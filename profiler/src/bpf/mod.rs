@@ -246,8 +246,10 @@ pub struct Session {
     cgroups: Vec<String>,
     /// Whether 32-bit processes' calls are timed (the compat programs are attached).
     compat: bool,
-    /// What the session was asked about counting every call, and whether it does.
+    /// What the session was asked about counting every call, whether the compat programs count
+    /// them (frozen at load), and whether every call is counted.
     count_every: CountEvery,
+    count_in_compat: bool,
     every: bool,
     /// The front end timing the syscalls.
     syscall_front: SyscallFront,
@@ -379,6 +381,14 @@ impl Session {
             }
             _ => SyscallFront::Tracepoint(None),
         };
+        // Where the compat programs will run (the tracepoint front end with 32-bit timing),
+        // they count every call too, at a map lookup per syscall; decided before load, from
+        // the planned front end (a fentry front end that falls back to the tracepoints then
+        // measures no share left out unless --syscalls all asked: see `attach_every`).
+        let count_in_compat = compat
+            && config.programs == Programs::Profiler
+            && matches!(syscall_front, SyscallFront::Tracepoint(_))
+            && config.count_every != CountEvery::Never;
         let mut slot_entries = [0; MAX_SYSCALL_SLOTS];
         for (slot, s) in config.syscalls.iter().enumerate() {
             slot_entries[slot] = slot_entry(slot, s);
@@ -395,6 +405,7 @@ impl Session {
                     by_cgroup,
                     split_off_cpu: split,
                     per_thread_hash: u8::from(per_thread_hash),
+                    count_every: u8::from(count_in_compat),
                     slot_entries,
                     ..profiler_common::Config::OFF
                 },
@@ -467,6 +478,7 @@ impl Session {
             } else {
                 CountEvery::Never
             },
+            count_in_compat,
             every: false,
             syscall_front: SyscallFront::Tracepoint(None),
             pid_max,
@@ -1167,17 +1179,16 @@ impl Session {
         self.attach_every()
     }
 
-    /// `every_enter`/`every_exit`, where [`CountEvery`] asks for them on this front end.
+    /// Every call counted where [`CountEvery`] asks: inside the compat programs where they
+    /// run (`count_in_compat`), else, for `Always` alone, by `every_enter`/`every_exit`.
     fn attach_every(&mut self) -> Result<(), SetupError> {
         let fentry = matches!(self.syscall_front, SyscallFront::Fentry(_));
-        self.every = match self.count_every {
-            CountEvery::Always => true,
-            CountEvery::Auto => !fentry && self.compat,
-            CountEvery::Never => false,
-        };
-        if self.every {
+        if self.compat && !fentry && self.count_in_compat {
+            self.every = true;
+        } else if self.count_every == CountEvery::Always {
             self.attach("every_enter", &AttachTo::raw("sys_enter"))?;
             self.attach("every_exit", &AttachTo::raw("sys_exit"))?;
+            self.every = true;
         }
         Ok(())
     }
