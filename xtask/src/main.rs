@@ -286,7 +286,28 @@ fn require_root(why: &str) -> Result<()> {
 /// Runs `cargo ARGS` in the workspace root and fails if it fails.
 fn cargo(args: &[&str]) -> Result<()> {
     let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let status = Command::new(&cargo)
+    let mut command = Command::new(&cargo);
+    // Without what `cargo run` set for this xtask binary (CARGO_MANIFEST_DIR, CARGO_PKG_*...):
+    // build scripts that watch such a variable (ring's watches CARGO_MANIFEST_DIR) saw it
+    // change between `cargo xtask ...` and a plain `cargo build`, and ring, rustls and the
+    // profiler were rebuilt at each switch (1.5 minutes).
+    for (name, _) in env::vars_os() {
+        let name_str = name.to_string_lossy();
+        if name_str.starts_with("CARGO_PKG_")
+            || matches!(
+                name_str.as_ref(),
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+            )
+        {
+            command.env_remove(&name);
+        }
+    }
+    let status = command
         .args(args)
         .current_dir(root())
         .status()
