@@ -372,31 +372,28 @@ mod tests {
 
     #[test]
     fn the_profilers_own_frames_are_stripped_from_the_top_of_kernel_stacks() {
-        let f = |n: &str| Frame::named(n, None);
-        let stack = vec![
-            f("bpf_prog_6deef7357e7b4530_btf_sched_switch"),
-            f("bpf_trace_run4"),
-            f("__traceiter_sched_switch"),
-            f("__schedule"),
-            f("schedule"),
+        let stripped = |names: &[&str]| -> Vec<String> {
+            without_own_frames(names.iter().map(|n| Frame::named(*n, None)).collect())
+                .into_iter()
+                .map(|f| f.function)
+                .collect()
+        };
+        let stack = [
+            "bpf_prog_6deef7357e7b4530_btf_sched_switch",
+            "bpf_trace_run4",
+            "__traceiter_sched_switch",
+            "__schedule",
+            "schedule",
         ];
-        let names: Vec<String> = without_own_frames(stack)
-            .into_iter()
-            .map(|f| f.function)
-            .collect();
-        assert_eq!(names, ["__schedule", "schedule"]);
+        assert_eq!(stripped(&stack), ["__schedule", "schedule"]);
         // A program the kernel does not name (6.1 without bpf_jit_kallsyms).
-        let stack = vec![
-            f("__init_scratch_end"),
-            f("bpf_trace_run4"),
-            f("__schedule"),
-            f("schedule"),
+        let stack = [
+            "__init_scratch_end",
+            "bpf_trace_run4",
+            "__schedule",
+            "schedule",
         ];
-        let names: Vec<String> = without_own_frames(stack)
-            .into_iter()
-            .map(|f| f.function)
-            .collect();
-        assert_eq!(names, ["__schedule", "schedule"]);
+        assert_eq!(stripped(&stack), ["__schedule", "schedule"]);
     }
 
     #[test]
