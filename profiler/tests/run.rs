@@ -809,14 +809,37 @@ fn ctrl_c_ends_the_run_in_progress_and_keeps_the_completed_runs() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // The second run has begun when a second server process has been started.
-        let mut servers = std::collections::BTreeSet::new();
+        // The second run has begun once the first has printed its line ("[1/4] ...: lt profiled
+        // 1: ... QPS"). Counting server processes instead was fooled by the first run's own
+        // short-lived children (CI, 2026-12-06: the signal came during run 1).
+        let stderr_lines = {
+            let stderr = run.stderr.take().unwrap();
+            let (tx, rx) = std::sync::mpsc::channel::<String>();
+            std::thread::spawn(move || {
+                use std::io::BufRead as _;
+                for line in std::io::BufReader::new(stderr)
+                    .lines()
+                    .map_while(Result::ok)
+                {
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            rx
+        };
+        let mut stderr = String::new();
         let deadline = std::time::Instant::now() + Duration::from_mins(1);
-        while servers.len() < 2 {
-            assert!(std::time::Instant::now() < deadline, "no second run began");
-            assert!(run.try_wait().unwrap().is_none(), "run ended early");
-            servers.extend(profiler::process::descendants(run.id()));
-            std::thread::sleep(Duration::from_millis(20));
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let line = stderr_lines
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("the first run did not end within a minute: {stderr}"));
+            stderr.push_str(&line);
+            stderr.push('\n');
+            if line.starts_with("[1/4]") && line.contains("QPS in") {
+                break;
+            }
         }
         std::thread::sleep(Duration::from_millis(500));
         let signalled = std::time::Instant::now();
@@ -836,7 +859,8 @@ fn ctrl_c_ends_the_run_in_progress_and_keeps_the_completed_runs() {
             std::thread::sleep(Duration::from_millis(20));
         };
         let stopped_after = signalled.elapsed();
-        let stderr = std::io::read_to_string(run.stderr.take().unwrap()).unwrap();
+        // The rest of stderr: the reader thread ends at the pipe's end.
+        stderr.extend(stderr_lines.iter().map(|l| l + "\n"));
         assert_eq!(status.code(), Some(130), "{stderr}");
         assert!(
             stopped_after < Duration::from_secs(3),
