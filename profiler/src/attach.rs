@@ -141,6 +141,7 @@ impl Poll {
         loop {
             std::thread::sleep(Duration::from_millis(20));
             session.flush_logs();
+            session.remember_cgroup_names();
             if stop.load(Ordering::Relaxed) {
                 return Ok(match self.command_status {
                     Some(code) => StopReason::CommandExited(code),

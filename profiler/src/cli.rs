@@ -188,10 +188,20 @@ pub struct AttachArgs {
     /// /sys/fs/cgroup/unified on hybrid hosts), or absolute below it.
     #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all", "command"])]
     pub cgroups: Vec<String>,
+    /// Trace this container (repeatable): its name, an id prefix (4 hex digits or more), or a
+    /// Kubernetes container as NAMESPACE/POD/CONTAINER, as its runtime's state names it
+    /// (podman, docker, containerd, CRI-O). Its cgroup is then traced as --cgroup would.
+    #[arg(long = "container", value_name = "NAME|ID", conflicts_with_all = ["pids", "all", "command"])]
+    pub containers: Vec<String>,
     /// With --all: also count every call under its cgroup, with a per-cgroup table (and a
     /// `cgroup` label on the per-cgroup series).
     #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups", "command"])]
     pub by_cgroup: bool,
+    /// With --by-cgroup: at most this many cgroup rows (100 by default), chosen by syscall time
+    /// when first seen and kept; the calls of the others are summed in one row, "other (past
+    /// --cgroup-top K)".
+    #[arg(long, value_name = "K", requires = "by_cgroup", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cgroup_top: Option<u32>,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
@@ -238,7 +248,7 @@ pub struct ServeArgs {
         short,
         long = "pid",
         value_name = "PID",
-        required_unless_present_any = ["all", "cgroups"]
+        required_unless_present_any = ["all", "cgroups", "containers"]
     )]
     pub pids: Vec<u32>,
     /// Trace every process on the machine.
@@ -248,9 +258,18 @@ pub struct ServeArgs {
     /// of each get a `cgroup` label.
     #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all"])]
     pub cgroups: Vec<String>,
+    /// Trace this container (repeatable): its name, an id prefix, or NAMESPACE/POD/CONTAINER;
+    /// its series get the `cgroup` label and the container's (`container_name`...).
+    #[arg(long = "container", value_name = "NAME|ID", conflicts_with_all = ["pids", "all"])]
+    pub containers: Vec<String>,
     /// With --all: also count every call under its cgroup (series with a `cgroup` label).
     #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups"])]
     pub by_cgroup: bool,
+    /// With --by-cgroup: at most this many cgroup rows, hence series per syscall (100 by
+    /// default), chosen by syscall time when first seen and kept; the others' calls are summed
+    /// under cgroup="other (past --cgroup-top K)".
+    #[arg(long, value_name = "K", requires = "by_cgroup", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cgroup_top: Option<u32>,
     /// Address to serve /metrics on; loopback unless you name another.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,

@@ -33,6 +33,7 @@ pub mod c2c_timer;
 pub mod cgroup;
 pub mod cli;
 pub mod comparison;
+pub mod container;
 pub mod diff;
 pub use cpuset as cpus;
 pub mod error;

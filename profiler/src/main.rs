@@ -52,9 +52,10 @@ fn run(cli: Cli) -> Result<i32> {
                 && !args.all
                 && args.command.is_empty()
                 && args.cgroups.is_empty()
+                && args.containers.is_empty()
             {
                 anyhow::bail!(
-                    "nothing to trace: give --pid PID, --all, --cgroup PATH, or a command after --"
+                    "nothing to trace: give --pid PID, --all, --cgroup PATH, --container NAME, or a command after --"
                 );
             }
             profiler::export::check_export_args(&args.exports)?;
@@ -69,8 +70,9 @@ fn run(cli: Cli) -> Result<i32> {
                     children: !args.no_children,
                     command: args.command,
                     off_cpu: args.off_cpu,
-                    cgroups: args.cgroups,
+                    cgroups: with_containers(args.cgroups, &args.containers)?,
                     by_cgroup: args.by_cgroup,
+                    cgroup_top: args.cgroup_top.map(|k| k as usize),
                     slow: args.slow.slow,
                     slow_top: args.slow.slow_top,
                 },
@@ -105,8 +107,9 @@ fn run(cli: Cli) -> Result<i32> {
                     children: true,
                     command: Vec::new(),
                     off_cpu: args.off_cpu,
-                    cgroups: args.cgroups,
+                    cgroups: with_containers(args.cgroups, &args.containers)?,
                     by_cgroup: args.by_cgroup,
+                    cgroup_top: args.cgroup_top.map(|k| k as usize),
                     slow: None,
                     slow_top: 0,
                 },
@@ -168,4 +171,12 @@ fn run_c2c(args: &C2cArgs, syscall_attach: Option<SyscallAttach>) -> Result<i32>
         profiler::output::stdout(&report.to_string());
     }
     Ok(if report.interrupted { 130 } else { 0 })
+}
+
+/// `--cgroup` paths and the cgroups of the `--container`s, in that order.
+fn with_containers(mut cgroups: Vec<String>, containers: &[String]) -> Result<Vec<String>> {
+    for wanted in containers {
+        cgroups.push(profiler::container::cgroup_of(wanted)?);
+    }
+    Ok(cgroups)
 }

@@ -252,6 +252,11 @@ fn serve_shared(
     let slots = Slots::default();
     std::thread::scope(|scope| -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
+            // `--by-cgroup`: the new cgroups' names, while they exist (never waiting for a
+            // scrape in progress).
+            if let Ok(source) = source.try_lock() {
+                source.session.remember_cgroup_names();
+            }
             if !readable(listener, 200)? {
                 continue;
             }

@@ -400,6 +400,8 @@ pub struct RowSummary {
     pub syscalls: Vec<RowSyscall>,
     /// `--cgroup`: this row is a cgroup's (its path below the root), not a process's.
     pub cgroup: Option<String>,
+    /// The container that cgroup is, when it is one's.
+    pub container: Option<crate::container::Container>,
 }
 
 impl RowSummary {
@@ -415,6 +417,7 @@ impl RowSummary {
         Self {
             pid: self.pid,
             cgroup: self.cgroup.clone(),
+            container: self.container.clone(),
             syscalls: self
                 .syscalls
                 .iter()
@@ -950,6 +953,7 @@ mod tests {
                 total_ns: calls,
             }],
             cgroup: Some(cgroup.to_owned()),
+            container: None,
         };
         let earlier = Snapshot {
             processes: vec![row("/a", 10), row("/b", 1000)],

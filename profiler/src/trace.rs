@@ -51,6 +51,8 @@ pub struct TraceRequest {
     pub cgroups: Vec<String>,
     /// `--all --by-cgroup`: also count every call under its cgroup.
     pub by_cgroup: bool,
+    /// `--cgroup-top`: at most this many cgroup rows; `None` for the default.
+    pub cgroup_top: Option<usize>,
     /// `--slow`: record the calls at least this long with their stacks.
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the reports show.
@@ -172,6 +174,7 @@ impl Trace {
             follow_forks: request.children,
             off_cpu: request.off_cpu,
             by_cgroup: request.by_cgroup,
+            cgroup_top: request.cgroup_top.unwrap_or(crate::bpf::DEFAULT_CGROUP_TOP),
             slow: request.slow,
             count_every: request.every,
             syscall_attach: request.syscall_attach,

@@ -37,16 +37,24 @@ fn scratch(name: &str) -> PathBuf {
 /// The workloads binary (64-bit) and the 32-bit close helper, built once per test.
 fn build() -> (PathBuf, PathBuf) {
     let dir = scratch("build");
+    let workloads = build_workloads(&dir, &[]);
+    (workloads, common::close32(&dir))
+}
+
+/// tests/helpers/workloads.c built into `dir` with cc and `flags`.
+fn build_workloads(dir: &Path, flags: &[&str]) -> PathBuf {
     let workloads = dir.join("workloads");
     let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/workloads.c");
     let status = Command::new("cc")
-        .args(["-O1", "-pthread", "-o"])
+        .args(["-O1", "-pthread"])
+        .args(flags)
+        .arg("-o")
         .arg(&workloads)
         .arg(source)
         .status()
         .expect("running cc");
     assert!(status.success(), "cc failed to build {source}");
-    (workloads, common::close32(&dir))
+    workloads
 }
 
 /// strace's calls per syscall for `command`, run on its own.
@@ -210,7 +218,9 @@ fn attach_pid(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let output = open_gate_once_tracing(attach, &gate, &mut workload);
+    let output = open_gate_once_tracing(attach, &gate, || {
+        workload.wait().unwrap();
+    });
     assert!(
         output.status.success(),
         "attach --pid: {}",
@@ -226,11 +236,11 @@ fn attach_pid(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u
 }
 
 /// Waits for the profiler's "Tracing"/"listening" line on stderr, opens the gate, waits for the
-/// workload, and for the profiler to end (attach ends when its processes have).
+/// workload (`wait_workload`), and for the profiler to end (attach ends when its processes have).
 fn open_gate_once_tracing(
     mut profiler: std::process::Child,
     gate: &Path,
-    workload: &mut std::process::Child,
+    wait_workload: impl FnOnce(),
 ) -> std::process::Output {
     let mut stderr = profiler.stderr.take().unwrap();
     let mut seen = Vec::new();
@@ -243,7 +253,7 @@ fn open_gate_once_tracing(
         seen.push(byte[0]);
     }
     std::fs::write(gate, "").unwrap();
-    workload.wait().unwrap();
+    wait_workload();
     let mut out = profiler.wait_with_output().unwrap();
     seen.extend(out.stderr);
     let _ = stderr.read_to_end(&mut seen);
@@ -302,6 +312,17 @@ fn serve_scrape(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String,
     prometheus_counts(&page)
 }
 
+/// strace's counts `expected` of a workloads program less those of its start alone (`bin
+/// none`): what a trace that begins after the start sees.
+fn after_start(expected: &Counts, bin: &str) -> Counts {
+    let startup = strace_counts(&[bin, "none"]);
+    expected
+        .iter()
+        .map(|(k, v)| (k.clone(), v - startup.get(k).copied().unwrap_or(0).min(*v)))
+        .filter(|(_, v)| *v > 0)
+        .collect()
+}
+
 /// Every counting path against strace for one workload: equal, or the test names the path and
 /// the syscall that differ. The paths that attach to a running process (`--pid`) begin after
 /// the program's start (its execve, the loader's reads and closes): strace's count of a program
@@ -316,13 +337,7 @@ fn compare(name: &str, workloads: &Path, args: &[&str], unseen: &[&str]) {
         counts
     };
     let expected = keep(strace_counts(&command));
-    let startup = strace_counts(&[bin, "none"]);
-    let expected_after_start = keep(
-        expected
-            .iter()
-            .map(|(k, v)| (k.clone(), v - startup.get(k).copied().unwrap_or(0).min(*v)))
-            .collect(),
-    );
+    let expected_after_start = keep(after_start(&expected, bin));
     let mut observed: Vec<(String, Counts, &Counts)> = attach_command(name, &command)
         .into_iter()
         .map(|(path, counts)| (path, keep(counts), &expected))
@@ -522,5 +537,78 @@ fn failed_path_lookups_count_as_enoent() {
     assert_eq!(
         counted, expected,
         "ENOENT per syscall against strace's errors"
+    );
+}
+
+/// A podman container's calls, traced by `attach --container NAME` (its cgroup), against
+/// strace's count of the same program after its start (a static build: the busybox image has
+/// no libc); the row is named as the container, from podman's own state.
+#[test]
+fn a_containers_calls_count_as_strace_counts() {
+    let _serial = serial();
+    let dir = scratch("container");
+    let workloads = build_workloads(&dir, &["-static"]);
+    let bin = workloads.to_str().unwrap();
+    let expected = after_start(&strace_counts(&[bin, "threads"]), bin);
+    let name = format!("sp-differential-{}", std::process::id());
+    let container = common::podman::Container::start(
+        &name,
+        &[],
+        &dir,
+        &["/w/workloads", "gate", "/w/gate", "threads"],
+    );
+    let json = dir.join("c.json");
+    let attach = profiler()
+        .args(["attach", "--syscalls", SYSCALLS, "--container", &name])
+        .arg("--export-json")
+        .arg(&json)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = attach.id();
+    // attach --container traces until Ctrl-C, as --cgroup does.
+    let output = open_gate_once_tracing(attach, &dir.join("gate"), || {
+        assert_eq!(
+            container.wait(Duration::from_mins(1)),
+            0,
+            "the workload failed"
+        );
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGINT) };
+    });
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success() || output.status.code() == Some(130),
+        "{stderr}"
+    );
+    let data = read_json(&json);
+    assert!(
+        every_call_seen(&data),
+        "drops {}",
+        data["measurements"][0]["dropped"]
+    );
+    assert_eq!(
+        json_counts(&data),
+        expected,
+        "attach --container against strace -f -c"
+    );
+    let rows = data["measurements"][0]["processes"].as_array().unwrap();
+    let row = rows
+        .iter()
+        .find(|r| r["container"]["id"] == container.id.as_str())
+        .unwrap_or_else(|| panic!("no row of container {}: {rows:?}", container.id));
+    assert_eq!(row["container"]["name"], name.as_str(), "{row}");
+    assert_eq!(row["container"]["runtime"], "podman", "{row}");
+    assert!(
+        row["container"]["source"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("config.json")),
+        "named from the runtime's state, not the path: {row}"
+    );
+    let table = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        table.contains(&format!("{name} (podman {})", &container.id[..12])),
+        "{table}"
     );
 }

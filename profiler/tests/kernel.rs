@@ -1204,6 +1204,7 @@ fn slow_path_report_of(
         off_cpu: false,
         cgroups: vec![],
         by_cgroup: false,
+        cgroup_top: None,
         slow: Some(Duration::from_millis(10)),
         slow_top: 10,
         every: profiler::bpf::CountEvery::Auto,

@@ -93,8 +93,9 @@ impl Suite {
                 "differential suite against strace, attach -- CMD; on 6.12 the tracepoints (profiler/tests/differential.rs)",
                 &|| {
                     let mut command = Command::new(&self.differential_tests);
+                    // The container case needs podman's state on a writable root: the host's.
                     command
-                        .arg("--test-threads=1")
+                        .args(["--test-threads=1", "--skip", "container"])
                         .env("PROFILER_DIFFERENTIAL", "command");
                     if tracepoints_here {
                         command.env("PROFILER_ATTACH", "tracepoint");

@@ -64,6 +64,17 @@ pub enum Target {
     Cgroups(Vec<crate::cgroup::Cgroup>),
 }
 
+/// `--by-cgroup`'s rows at most (`--cgroup-top`): each cgroup row is a series per syscall in
+/// Prometheus and OTLP, and a machine can have thousands of cgroups.
+pub const DEFAULT_CGROUP_TOP: usize = 100;
+
+/// `--by-cgroup`'s names of the cgroups that made calls, by id: path and container.
+#[derive(Default)]
+struct CgroupNames {
+    by_id: std::collections::HashMap<u64, Option<(String, Option<crate::container::Container>)>>,
+    looked: Option<Instant>,
+}
+
 /// What to load: which syscalls, which processes.
 #[derive(Clone, Debug)]
 pub struct SessionConfig {
@@ -86,6 +97,9 @@ pub struct SessionConfig {
     pub sched_attach: SchedAttach,
     /// `--all --by-cgroup`: also count every call under its cgroup, a row per cgroup.
     pub by_cgroup: bool,
+    /// `--cgroup-top`: at most this many cgroup rows ([`DEFAULT_CGROUP_TOP`]); the others are
+    /// summed in one.
+    pub cgroup_top: usize,
     /// `--slow`: send every call at least this long, with its stacks, to user space
     /// ([`Session::start_slow_collector`]); turns the split on, which the records carry.
     pub slow: Option<Duration>,
@@ -122,6 +136,7 @@ impl SessionConfig {
             off_cpu: false,
             sched_attach: SchedAttach::Auto,
             by_cgroup: false,
+            cgroup_top: DEFAULT_CGROUP_TOP,
             slow: None,
             compat: true,
             count_every: CountEvery::Auto,
@@ -244,6 +259,16 @@ pub struct Session {
     by_cgroup: bool,
     /// `--cgroup`: the traced cgroups' labels; cgroup i counts under process index i + 1.
     cgroups: Vec<String>,
+    /// Names the containers of cgroup rows (`--cgroup`, `--by-cgroup`).
+    containers: std::sync::Mutex<crate::container::Resolver>,
+    /// `--by-cgroup`: the cgroups given rows of their own, at most `cgroup_top`: chosen by
+    /// syscall time when first seen and kept from then on, so that every row's counters (and
+    /// the "other" row's) only grow, as Prometheus counters must.
+    shown_cgroups: std::sync::Mutex<std::collections::HashSet<u64>>,
+    cgroup_top: usize,
+    /// `--by-cgroup`: the cgroups' names, looked up while they exist
+    /// ([`Session::remember_cgroup_names`]); `None` for an id no longer in the tree then.
+    cgroup_names: std::sync::Mutex<CgroupNames>,
     /// Whether 32-bit processes' calls are timed (the compat programs are attached).
     compat: bool,
     /// What the session was asked about counting every call, whether the compat programs count
@@ -472,6 +497,14 @@ impl Session {
             sched_front,
             slow: config.slow.filter(|_| slow_ns != 0),
             by_cgroup: by_cgroup != 0,
+            // The traced cgroups' containers are named now, while their state is there to
+            // read: a container that exits before the last snapshot takes it with it.
+            shown_cgroups: std::sync::Mutex::default(),
+            cgroup_names: std::sync::Mutex::default(),
+            cgroup_top: config.cgroup_top.max(1),
+            containers: std::sync::Mutex::new(crate::container::Resolver::knowing(
+                cgroups.iter().map(|c| c.label.as_str()),
+            )),
             compat,
             count_every: if config.programs == Programs::Profiler {
                 config.count_every
@@ -660,6 +693,50 @@ impl Session {
         }
     }
 
+    /// `--by-cgroup`: names the cgroups that have made their first calls since the last look
+    /// (at most every 250 ms), while they exist: a container that stops before the counters
+    /// are read takes its cgroup, and its name, with it. Call it from the polling loop; a
+    /// cgroup that lives less than that may still be shown by its id.
+    pub fn remember_cgroup_names(&self) {
+        if !self.by_cgroup {
+            return;
+        }
+        let mut names = self
+            .cgroup_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if names
+            .looked
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(250))
+        {
+            return;
+        }
+        names.looked = Some(Instant::now());
+        let Ok(map) = self.map::<aya::maps::PerCpuHashMap<&MapData, u64, RowStats>>("CGROUP_STATS")
+        else {
+            return;
+        };
+        let new: Vec<u64> = map
+            .keys()
+            .flatten()
+            .filter(|id| !names.by_id.contains_key(id))
+            .collect();
+        if new.is_empty() {
+            return;
+        }
+        let paths = crate::cgroup::paths_by_id();
+        let mut resolver = self
+            .containers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for id in new {
+            let name = paths
+                .get(&id)
+                .map(|path| (path.clone(), resolver.resolve(path)));
+            names.by_id.insert(id, name);
+        }
+    }
+
     /// Reads and merges every per-CPU counter.
     pub fn snapshot(&self) -> Result<Snapshot, SetupError> {
         // `--by-cgroup` rows first, then the totals: counters only grow, so the rows can never
@@ -820,6 +897,7 @@ impl Session {
                 pid,
                 syscalls: self.process_counters(&stats, index)?,
                 cgroup: None,
+                container: None,
             };
             if summary.total_calls() > 0 {
                 // A pid reused by a later fork: add up rather than overwrite.
@@ -827,6 +905,7 @@ impl Session {
                     pid,
                     syscalls: vec![RowSyscall::default(); self.syscalls.len()],
                     cgroup: None,
+                    container: None,
                 });
                 entry.add(&summary);
             }
@@ -845,6 +924,7 @@ impl Session {
                     })
                     .collect(),
                 cgroup: None,
+                container: None,
             };
             for other in by_pid.values() {
                 for (d, o) in derived.syscalls.iter_mut().zip(&other.syscalls) {
@@ -878,6 +958,11 @@ impl Session {
                 Ok(RowSummary {
                     pid: 0,
                     syscalls: self.process_counters(stats, i as u32 + 1)?,
+                    container: self
+                        .containers
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .resolve(label),
                     cgroup: Some(label.clone()),
                 })
             })
@@ -891,22 +976,68 @@ impl Session {
             return Ok(Vec::new());
         }
         let map: aya::maps::PerCpuHashMap<&MapData, u64, RowStats> = self.map("CGROUP_STATS")?;
-        let paths = crate::cgroup::paths_by_id();
-        let mut rows = Vec::new();
+        let mut counted = Vec::new();
         for entry in &map {
             let (id, per_cpu) = entry.map_err(|e| SetupError::bpf("reading CGROUP_STATS", e))?;
+            counted.push((id, self.sum_counters(per_cpu.iter())));
+        }
+        let mut shown = self
+            .shown_cgroups
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let time = |counters: &[RowSyscall]| counters.iter().map(|c| c.total_ns).sum::<u64>();
+        let mut candidates: Vec<&(u64, Vec<RowSyscall>)> = counted
+            .iter()
+            .filter(|(id, _)| !shown.contains(id))
+            .collect();
+        candidates.sort_by_key(|(_, c)| std::cmp::Reverse(time(c)));
+        for (id, _) in candidates {
+            if shown.len() >= self.cgroup_top {
+                break;
+            }
+            shown.insert(*id);
+        }
+        let names = self
+            .cgroup_names
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let paths = crate::cgroup::paths_by_id();
+        let mut resolver = self
+            .containers
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut rows = Vec::new();
+        let mut other: Option<RowSummary> = None;
+        for (id, syscalls) in counted {
+            if !shown.contains(&id) {
+                let row = other.get_or_insert_with(|| RowSummary {
+                    pid: 0,
+                    syscalls: vec![RowSyscall::default(); self.syscalls.len()],
+                    cgroup: Some(format!("other (past --cgroup-top {})", self.cgroup_top)),
+                    container: None,
+                });
+                for (o, s) in row.syscalls.iter_mut().zip(&syscalls) {
+                    o.add(s);
+                }
+                continue;
+            }
+            // Named while it existed, else now.
+            let (cgroup, container) = match names.by_id.get(&id) {
+                Some(Some((path, container))) => (path.clone(), container.clone()),
+                _ => match paths.get(&id) {
+                    Some(path) => (path.clone(), resolver.resolve(path)),
+                    None => (format!("cgroup id {id} (removed)"), None),
+                },
+            };
             rows.push(RowSummary {
                 pid: 0,
-                syscalls: self.sum_counters(per_cpu.iter()),
-                cgroup: Some(
-                    paths
-                        .get(&id)
-                        .cloned()
-                        .unwrap_or_else(|| format!("cgroup id {id} (removed)")),
-                ),
+                syscalls,
+                container,
+                cgroup: Some(cgroup),
             });
         }
         rows.sort_by(|a, b| a.cgroup.cmp(&b.cgroup));
+        rows.extend(other);
         Ok(rows)
     }
 

@@ -304,6 +304,9 @@ struct ProcessJson<'a> {
     pid: u32,
     /// `--cgroup`: the cgroup this row counts (its path below the root), else null.
     cgroup: Option<&'a str>,
+    /// The container that cgroup is, when it is one's (runtime, id, name, kubernetes, source).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    container: Option<&'a crate::container::Container>,
     calls: u64,
     errors: u64,
     total_ns: u64,
@@ -317,6 +320,7 @@ fn processes(snapshot: &Snapshot) -> Vec<ProcessJson<'_>> {
         .map(|p| ProcessJson {
             pid: p.pid,
             cgroup: p.cgroup.as_deref(),
+            container: p.container.as_ref(),
             calls: p.total_calls(),
             errors: p.syscalls.iter().map(|s| s.errors).sum(),
             total_ns: p.syscalls.iter().map(|s| s.total_ns).sum(),

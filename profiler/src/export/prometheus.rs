@@ -291,9 +291,20 @@ pub fn render(data: &ExportData) -> String {
             for m in &summaries {
                 for p in &m.syscalls.processes {
                     let Some(cgroup) = &p.cgroup else { continue };
+                    let container = p
+                        .container
+                        .iter()
+                        .flat_map(crate::container::Container::labels)
+                        .fold(String::new(), |mut out, (k, v)| {
+                            let _ = write!(out, ",{k}=\"{}\"", escape(&v));
+                            out
+                        });
                     for (s, counts) in m.syscalls.syscalls.iter().zip(&p.syscalls) {
-                        let labels =
-                            format!("{},cgroup=\"{}\"", labels(m, &s.name), escape(cgroup));
+                        let labels = format!(
+                            "{},cgroup=\"{}\"{container}",
+                            labels(m, &s.name),
+                            escape(cgroup)
+                        );
                         let _ = writeln!(out, "{PREFIX}_{name}{{{labels}}} {}", value(counts));
                     }
                 }

@@ -318,12 +318,12 @@ pub const EVERY_SYSCALL_TITLE: &str = "Every syscall of the traced processes (--
 #[must_use]
 pub fn process_summary(snapshot: &Snapshot) -> Table {
     let by_cgroup = snapshot.processes.iter().any(|p| p.cgroup.is_some());
-    let mut header = vec![
-        if by_cgroup { "cgroup" } else { "pid" }.to_owned(),
-        "calls".into(),
-        "errors".into(),
-        "total".into(),
-    ];
+    let containers = snapshot.processes.iter().any(|p| p.container.is_some());
+    let mut header = vec![if by_cgroup { "cgroup" } else { "pid" }.to_owned()];
+    if containers {
+        header.push("container".into());
+    }
+    header.extend(["calls".into(), "errors".into(), "total".into()]);
     header.extend(
         snapshot
             .syscalls
@@ -334,16 +334,23 @@ pub fn process_summary(snapshot: &Snapshot) -> Table {
     for p in &snapshot.processes {
         let errors: u64 = p.syscalls.iter().map(|s| s.errors).sum();
         let total: u64 = p.syscalls.iter().map(|s| s.total_ns).sum();
-        let mut row = vec![
-            match (&p.cgroup, p.pid) {
-                (Some(cgroup), _) => cgroup.clone(),
-                (None, 0) => "other".to_owned(),
-                (None, pid) => pid.to_string(),
-            },
+        let mut row = vec![match (&p.cgroup, p.pid) {
+            (Some(cgroup), _) => cgroup.clone(),
+            (None, 0) => "other".to_owned(),
+            (None, pid) => pid.to_string(),
+        }];
+        if containers {
+            row.push(
+                p.container
+                    .as_ref()
+                    .map_or_else(|| "-".to_owned(), crate::container::Container::display),
+            );
+        }
+        row.extend([
             p.total_calls().to_string(),
             errors.to_string(),
             duration(total),
-        ];
+        ]);
         row.extend(p.syscalls.iter().map(|s| s.calls.to_string()));
         table.row(row);
     }
