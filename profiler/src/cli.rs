@@ -291,6 +291,12 @@ pub struct ServeArgs {
     /// Drop root to this user once the programs are attached (no capability is kept).
     #[arg(long, value_name = "NAME")]
     pub user: Option<String>,
+    /// Also serve the profiler's own cost: its programs' runs and run time as the kernel counts
+    /// them (bpf(2) BPF_ENABLE_STATS, on while serve runs, nothing machine-wide written), and
+    /// from them ns per traced call and per context switch (syscall_profiler_self_*). The
+    /// statistics add two clock reads to every program run.
+    #[arg(long)]
+    pub self_cost: bool,
 }
 
 /// `profiler bench` subcommands.

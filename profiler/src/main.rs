@@ -117,6 +117,7 @@ fn run(cli: Cli) -> Result<i32> {
                 otlp: args.otlp.checked()?,
                 web_config: args.web_config,
                 user: args.user,
+                self_cost: args.self_cost,
             };
             profiler::serve::run(&options)?;
             Ok(0)

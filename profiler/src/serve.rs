@@ -41,6 +41,9 @@ pub struct ServeOptions {
     pub web_config: Option<std::path::PathBuf>,
     /// `--user NAME`: drop root to this user once the programs are attached.
     pub user: Option<String>,
+    /// `--self-cost`: the kernel's program statistics on, and the `syscall_profiler_self_*`
+    /// series.
+    pub self_cost: bool,
 }
 
 /// The Prometheus content type of the text format.
@@ -61,6 +64,8 @@ pub struct MetricsSource {
     started: Instant,
     /// `--all`: no tracked set, so no liveness gauges.
     all: bool,
+    /// `--self-cost`: keeps the kernel's program statistics on.
+    self_cost: Option<crate::bpf::BpfStats>,
 }
 
 impl MetricsSource {
@@ -72,7 +77,88 @@ impl MetricsSource {
             metadata,
             started: Instant::now(),
             all,
+            self_cost: None,
         }
+    }
+
+    /// Serves the profiler's own cost too, from the statistics `stats` keeps on.
+    #[must_use]
+    pub fn with_self_cost(mut self, stats: crate::bpf::BpfStats) -> Self {
+        self.self_cost = Some(stats);
+        self
+    }
+
+    /// `--self-cost`'s series: per program, its runs and run time; the syscall programs' time
+    /// per traced call (calls of the traced processes, from the table's totals: what tracing
+    /// costs per call it records, early exits for other processes' calls included), and with
+    /// `--off-cpu` the sched programs' time per context switch.
+    fn self_cost_series(&self, snapshot: &crate::stats::Snapshot) -> String {
+        use std::fmt::Write as _;
+        let programs = self.session.program_run_stats();
+        let mut out = String::new();
+        let families = [
+            (
+                "runs_total",
+                "Runs of each of the profiler's kernel programs (bpf(2) BPF_ENABLE_STATS).",
+            ),
+            (
+                "seconds_total",
+                "Run time of each of the profiler's kernel programs, as the kernel counts it (BPF_ENABLE_STATS; each run includes the statistics' two clock reads).",
+            ),
+        ];
+        for (i, (name, help)) in families.iter().enumerate() {
+            let _ = writeln!(
+                out,
+                "# HELP syscall_profiler_self_program_{name} {help}\n# TYPE syscall_profiler_self_program_{name} counter"
+            );
+            for (program, runs, time) in &programs {
+                let value = if i == 0 {
+                    runs.to_string()
+                } else {
+                    crate::export::prometheus::format_float(time.as_secs_f64())
+                };
+                let _ = writeln!(
+                    out,
+                    "syscall_profiler_self_program_{name}{{program=\"{program}\"}} {value}"
+                );
+            }
+        }
+        let is_sched = |name: &str| name.contains("sched_");
+        let per_call_ns: u128 = programs
+            .iter()
+            .filter(|(n, ..)| !is_sched(n) && n != "process_exit" && n != "task_newtask")
+            .map(|(_, _, t)| t.as_nanos())
+            .sum();
+        let calls: u64 = snapshot.syscalls.iter().map(|s| s.calls).sum();
+        if calls > 0 {
+            let _ = writeln!(
+                out,
+                "# HELP syscall_profiler_self_ns_per_traced_call Run time of the profiler's syscall programs per call of the traced processes (their runs for other processes' calls included).\n\
+                 # TYPE syscall_profiler_self_ns_per_traced_call gauge\n\
+                 syscall_profiler_self_ns_per_traced_call {:.1}",
+                per_call_ns as f64 / calls as f64
+            );
+        }
+        let switches = programs
+            .iter()
+            .filter(|(n, ..)| n.contains("sched_switch"))
+            .map(|(_, runs, _)| *runs)
+            .sum::<u64>();
+        if switches > 0 {
+            let sched_ns: u128 = programs
+                .iter()
+                .filter(|(n, ..)| is_sched(n))
+                .map(|(_, _, t)| t.as_nanos())
+                .sum();
+            let _ = writeln!(
+                out,
+                "# HELP syscall_profiler_self_ns_per_context_switch Run time of the profiler's scheduler programs (--off-cpu) per context switch of the machine.\n\
+                 # TYPE syscall_profiler_self_ns_per_context_switch gauge\n\
+                 syscall_profiler_self_ns_per_context_switch {:.1}",
+                sched_ns as f64 / switches as f64
+            );
+        }
+        out
     }
 
     /// Reads the counters and renders them in the Prometheus text format, with two gauges of
@@ -109,11 +195,17 @@ impl MetricsSource {
         };
         let mut metadata = self.metadata.clone();
         metadata.duration_s = self.started.elapsed().as_secs_f64();
+        let self_cost = if text && self.self_cost.is_some() {
+            self.self_cost_series(&snapshot)
+        } else {
+            String::new()
+        };
         let data = ExportData::of_trace(metadata, snapshot, false);
         if !text {
             return Ok((data, String::new()));
         }
         let mut text = prometheus::render(&data);
+        text.push_str(&self_cost);
         if let Some(alive) = alive {
             use std::fmt::Write as _;
             let _ = write!(
@@ -166,6 +258,12 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         );
     }
     let trace = Trace::start(&options.trace)?;
+    // Before root is dropped: turning the statistics on needs CAP_SYS_ADMIN.
+    let self_cost = if options.self_cost {
+        Some(crate::bpf::BpfStats::enable()?)
+    } else {
+        None
+    };
     // Root is needed to load and attach; the maps are read through open descriptors.
     if let Some(user) = &options.user {
         crate::web::drop_root(user)?;
@@ -177,6 +275,9 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .insert("attach".into(), trace.session.syscall_front().describe());
     let what = trace.describe(&options.trace);
     let mut source = MetricsSource::new(trace.session, metadata, options.trace.open_ended());
+    if let Some(stats) = self_cost {
+        source = source.with_self_cost(stats);
+    }
     let address = listener
         .local_addr()
         .context("reading the listening address")?;

@@ -257,6 +257,63 @@ fn serve_answers_metrics_and_404_elsewhere() {
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
 }
 
+/// `--self-cost`: each program's runs and run time (BPF_ENABLE_STATS), and the syscall
+/// programs' time per traced call, which is their time over the calls the table counts.
+#[test]
+fn serve_reports_its_own_cost_per_traced_call() {
+    let _serial = serial();
+    const CLOSES: u64 = 5000;
+    let child = Closer::stopped(CLOSES);
+    let (mut serve, port) = start_serve_with(&[
+        "--pid",
+        &child.pid.to_string(),
+        "--syscalls",
+        "close",
+        "--self-cost",
+    ]);
+    child.run_to_completion();
+    let (status, body) = http_get(port, "/metrics");
+    assert_eq!(status, 200);
+    let value = |line: &str| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+    let per_program = |family: &str| -> Vec<(String, f64)> {
+        body.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(&format!(
+                    "syscall_profiler_self_program_{family}{{program=\""
+                ))?;
+                Some((rest.split('"').next()?.to_owned(), value(l)))
+            })
+            .collect()
+    };
+    let runs = per_program("runs_total");
+    let seconds = per_program("seconds_total");
+    assert!(!runs.is_empty() && runs.len() == seconds.len(), "{body}");
+    // An entry and an exit program time each close.
+    let timing = |n: &str| n != "process_exit" && n != "task_newtask" && !n.contains("sched_");
+    assert!(
+        runs.iter()
+            .filter(|(n, r)| timing(n) && *r >= CLOSES as f64)
+            .count()
+            >= 2,
+        "{runs:?}"
+    );
+    let ns: f64 = seconds
+        .iter()
+        .filter(|(n, _)| timing(n))
+        .map(|(_, s)| s * 1e9)
+        .sum();
+    let gauge = body
+        .lines()
+        .find(|l| l.starts_with("syscall_profiler_self_ns_per_traced_call "))
+        .map_or_else(|| panic!("no ns_per_traced_call: {body}"), value);
+    let expected = ns / CLOSES as f64;
+    assert!(
+        gauge > 0.0 && (gauge - expected).abs() <= 0.1 + expected * 1e-3,
+        "{gauge} against {expected}"
+    );
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}
+
 #[test]
 fn prometheus_scrapes_serve_and_reads_back_the_tracked_process_calls() {
     let _serial = serial();
@@ -429,6 +486,7 @@ fn every_grafana_panel_query_returns_data_from_prometheus_scraping_serve() {
         "--pid",
         &pid,
         "--off-cpu",
+        "--self-cost",
         "--syscalls",
         "close,read,openat",
     ]);

@@ -420,7 +420,7 @@ pub fn escape(value: &str) -> String {
 }
 
 /// A float as Go's strconv parses it: shortest round-trip decimal, no exponent surprises.
-fn format_float(v: f64) -> String {
+pub fn format_float(v: f64) -> String {
     if v.is_finite() {
         format!("{v}")
     } else {
