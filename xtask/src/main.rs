@@ -2,6 +2,7 @@
 //! is built, run, tested and packaged.
 
 mod guest;
+mod image;
 mod kernels;
 mod package;
 
@@ -69,6 +70,9 @@ enum Task {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
     },
+    /// Build an OCI image of the profiler (from the package's binary and its libraries, no
+    /// registry) into podman's store and target/image/, and check it serves from a container.
+    Image,
     /// The Debian package (cargo-deb): binary, man pages, completions, systemd unit; checked
     /// with lintian and an install with dpkg into a directory of its own.
     Package,
@@ -152,7 +156,8 @@ fn run(cli: Cli) -> Result<ExitCode> {
             cargo(&["clippy", "--all-targets", "--", "-D", "warnings"])?;
             let mut test = vec!["test".to_owned(), "--no-fail-fast".to_owned()];
             test.extend(args);
-            if let Err(why) = podman_runs() {
+            let podman = podman_runs();
+            if let Err(why) = &podman {
                 // Counted as skipped, and said so: never as passed.
                 eprintln!(
                     "skipped: the container tests (podman cannot run a container here: {why})"
@@ -166,7 +171,15 @@ fn run(cli: Cli) -> Result<ExitCode> {
             // The matrix runs even when the host suite failed: both results are worth seeing.
             let host = cargo(&refs);
             // The package, as a user installs it: built, linted, installed into a directory.
-            let host = host.and_then(|()| package::build().and_then(|deb| package::check(&deb)));
+            // And the image built from it, serving from a container, where podman runs.
+            let host = host.and_then(|()| {
+                let deb = package::build()?;
+                package::check(&deb)?;
+                if podman.is_ok() {
+                    image::check(&image::build(&deb)?)?;
+                }
+                Ok(())
+            });
             let matrix = if no_kernels {
                 Ok(())
             } else {
@@ -174,6 +187,26 @@ fn run(cli: Cli) -> Result<ExitCode> {
                     .and_then(|binaries| kernels::run_matrix(&[], &binaries))
             };
             host.and(matrix)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Task::Image => {
+            require_root("podman imports the image into root's store")?;
+            setup()?;
+            apt_install(
+                &TEST_PACKAGES
+                    .iter()
+                    .filter(|(program, package)| {
+                        ["podman", "runc"].contains(package) && !on_path(program)
+                    })
+                    .map(|(_, package)| *package)
+                    .collect::<Vec<_>>(),
+            )?;
+            let deb = package::build()?;
+            package::check(&deb)?;
+            let tag = image::build(&deb)?;
+            private_tracefs()?;
+            image::check(&tag)?;
+            println!("{tag}");
             Ok(ExitCode::SUCCESS)
         }
         Task::Package => {

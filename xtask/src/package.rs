@@ -167,7 +167,9 @@ pub fn check(deb: &Path) -> Result<()> {
     if !man.status.success() || !text.contains("--web-config") {
         bail!("man -l {} did not render the serve page", page.display());
     }
-    if !text.contains("profiler serve [") {
+    // man justifies the lines: "profiler   serve   [-p|--pid] ..." as often as not.
+    let words = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if !words.contains("profiler serve [") {
         bail!("the serve page's SYNOPSIS does not read `profiler serve`: {text}");
     }
     let bash = std::fs::read_to_string(dir.join("usr/share/bash-completion/completions/profiler"))?;
