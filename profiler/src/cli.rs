@@ -297,6 +297,21 @@ pub struct ServeArgs {
     /// statistics add two clock reads to every program run.
     #[arg(long)]
     pub self_cost: bool,
+    /// The flight recorder: keep this many minutes of counters, an interval at a time (0: off).
+    /// GET /recording, SIGUSR2 or --record-when writes them as a JSON export that `profiler
+    /// diff` reads (each interval a run).
+    #[arg(long, value_name = "MINUTES", default_value_t = 15)]
+    pub record_minutes: u32,
+    /// The flight recorder's interval.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = parse_duration)]
+    pub record_every: Duration,
+    /// Write a recording when an interval's latency quantile of a syscall crosses a threshold,
+    /// e.g. close:p99>1ms (repeatable; at most one recording per window).
+    #[arg(long, value_name = "SYSCALL:pQ>DURATION")]
+    pub record_when: Vec<crate::recorder::Trigger>,
+    /// Where SIGUSR2 and --record-when write recordings.
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub record_dir: std::path::PathBuf,
 }
 
 /// `profiler bench` subcommands.

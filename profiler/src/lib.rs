@@ -44,6 +44,7 @@ pub mod noise;
 pub mod output;
 pub mod parse;
 pub mod process;
+pub mod recorder;
 pub mod report;
 pub mod run;
 pub mod samples;

@@ -118,6 +118,12 @@ fn run(cli: Cli) -> Result<i32> {
                 web_config: args.web_config,
                 user: args.user,
                 self_cost: args.self_cost,
+                recorder: (args.record_minutes > 0).then(|| profiler::serve::RecorderOptions {
+                    window: std::time::Duration::from_secs(u64::from(args.record_minutes) * 60),
+                    every: args.record_every,
+                    triggers: args.record_when,
+                    dir: args.record_dir,
+                }),
             };
             profiler::serve::run(&options)?;
             Ok(0)

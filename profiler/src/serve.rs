@@ -44,6 +44,21 @@ pub struct ServeOptions {
     /// `--self-cost`: the kernel's program statistics on, and the `syscall_profiler_self_*`
     /// series.
     pub self_cost: bool,
+    /// The flight recorder, unless `--record-minutes 0`.
+    pub recorder: Option<RecorderOptions>,
+}
+
+/// The flight recorder's settings (`--record-*`).
+#[derive(Clone, Debug)]
+pub struct RecorderOptions {
+    /// How much it keeps.
+    pub window: Duration,
+    /// Its interval.
+    pub every: Duration,
+    /// `--record-when`.
+    pub triggers: Vec<crate::recorder::Trigger>,
+    /// Where SIGUSR2 and the triggers write recordings.
+    pub dir: std::path::PathBuf,
 }
 
 /// The Prometheus content type of the text format.
@@ -66,6 +81,10 @@ pub struct MetricsSource {
     all: bool,
     /// `--self-cost`: keeps the kernel's program statistics on.
     self_cost: Option<crate::bpf::BpfStats>,
+    /// The flight recorder.
+    recorder: Option<crate::recorder::Recorder>,
+    /// Whether the recorder's memory has been stated.
+    recorder_stated: bool,
 }
 
 impl MetricsSource {
@@ -78,7 +97,74 @@ impl MetricsSource {
             started: Instant::now(),
             all,
             self_cost: None,
+            recorder: None,
+            recorder_stated: false,
         }
+    }
+
+    /// Keeps a flight recording too.
+    #[must_use]
+    pub fn with_recorder(mut self, recorder: crate::recorder::Recorder) -> Self {
+        self.recorder = Some(recorder);
+        self
+    }
+
+    /// The flight recorder's turn, when an interval is due: the counters taken, a trigger
+    /// checked (and a recording written if it fired). Errors go to stderr: the recorder never
+    /// stops the serving.
+    pub fn tick_recorder(&mut self) {
+        let Some(recorder) = &mut self.recorder else {
+            return;
+        };
+        if !recorder.due() {
+            return;
+        }
+        let snapshot = match self.session.snapshot() {
+            Ok(s) => s,
+            Err(e) => {
+                crate::errln!("flight recorder: reading the counters failed: {e:#}");
+                return;
+            }
+        };
+        let fired = recorder.push(snapshot);
+        if !self.recorder_stated
+            && let Some(bytes) = recorder.full_bytes()
+        {
+            self.recorder_stated = true;
+            crate::errln!(
+                "flight recorder: {} intervals kept, about {} KB when full",
+                recorder.capacity(),
+                bytes.div_ceil(1024)
+            );
+        }
+        if let Some(why) = fired {
+            let _ = self.write_recording(&why);
+        }
+    }
+
+    /// The flight recording as JSON (`GET /recording`).
+    pub fn recording_json(&self) -> Result<Vec<u8>> {
+        match &self.recorder {
+            Some(r) => r.recording_json(self.recording_metadata()),
+            None => anyhow::bail!("the flight recorder is off (--record-minutes 0)"),
+        }
+    }
+
+    /// Writes the flight recording into `--record-dir` (SIGUSR2, a trigger); errors are said
+    /// on stderr too.
+    pub fn write_recording(&self, why: &str) -> Result<std::path::PathBuf> {
+        let Some(r) = &self.recorder else {
+            anyhow::bail!("the flight recorder is off (--record-minutes 0)");
+        };
+        r.write(self.recording_metadata(), why).inspect_err(|e| {
+            crate::errln!("flight recorder: no recording written ({why}): {e:#}");
+        })
+    }
+
+    fn recording_metadata(&self) -> Metadata {
+        let mut metadata = self.metadata.clone();
+        metadata.duration_s = self.started.elapsed().as_secs_f64();
+        metadata
     }
 
     /// Serves the profiler's own cost too, from the statistics `stats` keeps on.
@@ -257,6 +343,9 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             }
         );
     }
+    if let Some(r) = &options.recorder {
+        crate::recorder::Recorder::check_dir(&r.dir)?;
+    }
     let trace = Trace::start(&options.trace)?;
     // Before root is dropped: turning the statistics on needs CAP_SYS_ADMIN.
     let self_cost = if options.self_cost {
@@ -278,6 +367,19 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     if let Some(stats) = self_cost {
         source = source.with_self_cost(stats);
     }
+    let mut recorder_line = None;
+    if let Some(r) = &options.recorder {
+        let recorder =
+            crate::recorder::Recorder::new(r.window, r.every, r.triggers.clone(), r.dir.clone());
+        recorder_line = Some(format!(
+            "flight recorder: the last {:?} in {} intervals of {:?} (GET /recording, or SIGUSR2 into {})",
+            r.window,
+            recorder.capacity(),
+            r.every,
+            r.dir.display()
+        ));
+        source = source.with_recorder(recorder);
+    }
     let address = listener
         .local_addr()
         .context("reading the listening address")?;
@@ -291,6 +393,9 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         "http"
     };
     crate::errln!("Serving metrics of {what} on {scheme}://{address}/metrics (Ctrl-C to stop)");
+    if let Some(line) = recorder_line {
+        crate::errln!("{line}");
+    }
     serve_and_push(&listener, &mut source, &stop, otlp.as_ref(), web.as_ref())
 }
 
@@ -351,12 +456,23 @@ fn serve_shared(
         .set_nonblocking(true)
         .context("making the listener non-blocking")?;
     let slots = Slots::default();
+    // SIGUSR2: write the flight recording.
+    let usr2 = std::sync::Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGUSR2, std::sync::Arc::clone(&usr2))
+        .context("installing the SIGUSR2 handler")?;
     std::thread::scope(|scope| -> Result<()> {
         while !stop.load(Ordering::Relaxed) {
-            // `--by-cgroup`: the new cgroups' names, while they exist (never waiting for a
-            // scrape in progress).
-            if let Ok(source) = source.try_lock() {
+            if usr2.swap(false, Ordering::Relaxed) {
+                let _ = source
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .write_recording("SIGUSR2");
+            }
+            // `--by-cgroup`: the new cgroups' names, while they exist; the flight recorder's
+            // interval (never waiting for a scrape in progress).
+            if let Ok(mut source) = source.try_lock() {
                 source.session.remember_cgroup_names();
+                source.tick_recorder();
             }
             if !readable(listener, 200)? {
                 continue;
@@ -652,10 +768,22 @@ fn answer(
                 format!("reading the counters failed: {e:#}\n").into_bytes(),
             ),
         },
+        ("GET" | "HEAD", "/recording") => match source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .recording_json()
+        {
+            Ok(json) => ("200 OK", "application/json", json),
+            Err(e) => (
+                "503 Service Unavailable",
+                "text/plain",
+                format!("no recording: {e:#}\n").into_bytes(),
+            ),
+        },
         ("GET" | "HEAD", _) => (
             "404 Not Found",
             "text/plain",
-            b"not found: metrics are at /metrics\n".to_vec(),
+            b"not found: metrics are at /metrics, the flight recording at /recording\n".to_vec(),
         ),
         _ => (
             "405 Method Not Allowed",

@@ -933,3 +933,89 @@ fn scrapes_are_answered_while_idle_clients_reconnect_without_end() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The flight recorder: a burst of slow reads (each waiting 50 ms on a pipe) crosses
+/// `--record-when read:p99>20ms`, and the recording written then holds them; GET /recording
+/// answers the same intervals, and `profiler diff` reads the two as runs.
+#[test]
+fn a_flight_recording_after_a_burst_of_slow_calls_holds_them_and_diff_reads_it() {
+    let _serial = serial();
+    let dir = common::scratch("serve", "recorder");
+    let workload = Killed(
+        Command::new("sh")
+            .args([
+                "-c",
+                "sleep 2; for i in 1 2 3 4 5; do (sleep 0.05; echo x) | cat > /dev/null; done; exec sleep 600",
+            ])
+            .spawn()
+            .unwrap(),
+    );
+    let pid = workload.0.id().to_string();
+    let (mut serve, port) = start_serve_with(&[
+        "--pid",
+        &pid,
+        "--syscalls",
+        "read",
+        "--record-every",
+        "1s",
+        "--record-minutes",
+        "1",
+        "--record-when",
+        "read:p99>20ms",
+        "--record-dir",
+        dir.to_str().unwrap(),
+    ]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let written = loop {
+        let found = std::fs::read_dir(&dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "json"));
+        if let Some(path) = found {
+            break path;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no recording written within 30 s"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Written atomically: complete once it exists.
+    let recording = common::read_json(&written);
+    let slowest = recording["measurements"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| {
+            m["syscalls"]
+                .as_array()?
+                .iter()
+                .find(|s| s["name"] == "read")?["max_ns"]
+                .as_u64()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        slowest >= 45_000_000,
+        "the slow reads are not in it: {slowest} ns"
+    );
+    let (status, body) = http_get(port, "/recording");
+    assert_eq!(status, 200, "{body}");
+    let served = dir.join("served.json");
+    std::fs::write(&served, body).unwrap();
+    let diff = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .arg("diff")
+        .arg(&written)
+        .arg(&served)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert!(
+        diff.status.success() && text.contains("read"),
+        "{text}{}",
+        String::from_utf8_lossy(&diff.stderr)
+    );
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+    drop(workload);
+}
