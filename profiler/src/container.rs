@@ -82,6 +82,25 @@ impl Container {
         out
     }
 
+    /// Its identity as OpenTelemetry's semantic conventions name it (`container.*`, `k8s.*`).
+    #[must_use]
+    pub fn otel_attributes(&self) -> Vec<(&'static str, String)> {
+        self.labels()
+            .into_iter()
+            .map(|(k, v)| {
+                let key = match k {
+                    "container_runtime" => "container.runtime",
+                    "container_id" => "container.id",
+                    "container_name" => "container.name",
+                    "k8s_namespace" => "k8s.namespace.name",
+                    "k8s_pod" => "k8s.pod.name",
+                    _ => "k8s.container.name",
+                };
+                (key, v)
+            })
+            .collect()
+    }
+
     /// Whether `wanted` (`--container`) names it: its name, its Kubernetes container or
     /// namespace/pod/container, or an id prefix of at least 4 hex digits.
     #[must_use]

@@ -27,8 +27,8 @@ const POD: [&str; 6] = [
 ];
 
 /// `attach --all --by-cgroup` while an annotated container makes 1000 close(-1) calls: its
-/// cgroup's row is named shop/web-0/app in the table, the JSON and the Prometheus labels, and
-/// counts those calls.
+/// cgroup's row is named shop/web-0/app in the table, the JSON, the Prometheus labels, the CSV
+/// and the OTLP attributes, and counts those calls.
 #[test]
 fn an_annotated_container_is_named_as_its_pod() {
     let _serial = serial();
@@ -57,13 +57,18 @@ fn an_annotated_container_is_named_as_its_pod() {
             "/w/workloads gate /w/gate threads && /bin/busybox sleep 1",
         ],
     );
-    let (json, prom) = (dir.join("a.json"), dir.join("a.prom"));
+    let (json, prom, csv) = (dir.join("a.json"), dir.join("a.prom"), dir.join("a.csv"));
+    let receiver = common::otlp::Receiver::start(&dir);
     let mut attach = profiler()
         .args(["attach", "--all", "--by-cgroup", "--syscalls", "close"])
         .arg("--export-json")
         .arg(&json)
         .arg("--export-prom")
         .arg(&prom)
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--otlp-endpoint")
+        .arg(format!("http://127.0.0.1:{}", receiver.port))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -134,6 +139,42 @@ fn an_annotated_container_is_named_as_its_pod() {
     ] {
         assert!(line.contains(label), "{label} missing: {line}");
     }
+
+    // CSV: the container's (cgroup, syscall) row, with its identity.
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let header: Vec<&str> = text.lines().next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let row: Vec<&str> = text
+        .lines()
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .find(|f| f[col("container_id")] == container.id)
+        .unwrap_or_else(|| panic!("no CSV row of the container:\n{text}"));
+    assert_eq!(
+        (
+            row[col("k8s_namespace")],
+            row[col("k8s_pod")],
+            row[col("k8s_container")]
+        ),
+        ("shop", "web-0", "app")
+    );
+    assert!(
+        row[col("errors")].parse::<u64>().unwrap() >= 1000,
+        "{row:?}"
+    );
+    // OTLP: the cgroup's points carry OpenTelemetry's container and k8s attributes.
+    let pushes = receiver.requests();
+    let points = pushes.last().expect("no OTLP push arrived")["points"].clone();
+    let point = points
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["metric"] == "syscall.cgroup.calls"
+                && p["attributes"]["container.id"] == container.id.as_str()
+        })
+        .unwrap_or_else(|| panic!("no OTLP point of the container: {points}"));
+    assert_eq!(point["attributes"]["k8s.pod.name"], "web-0", "{point}");
+    assert_eq!(point["attributes"]["k8s.namespace.name"], "shop", "{point}");
 }
 
 /// `--container` names a running container or fails in one line that lists those running.

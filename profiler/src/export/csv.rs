@@ -23,8 +23,21 @@ pub fn columns() -> Vec<String> {
     columns.extend(syscall_figures().into_iter().map(|f| f.key));
     columns
         .extend(["calls_per_request", "requests", "qps", "partial", "failure"].map(String::from));
+    columns.extend(CGROUP_COLUMNS.map(String::from));
     columns
 }
+
+/// The last columns: empty on a syscall's row; on a cgroup's (`--cgroup`, `--by-cgroup`: its
+/// calls, errors and time per syscall, the other figures empty) its path and its container.
+const CGROUP_COLUMNS: [&str; 7] = [
+    "cgroup",
+    "container_runtime",
+    "container_id",
+    "container_name",
+    "k8s_namespace",
+    "k8s_pod",
+    "k8s_container",
+];
 
 impl Exporter for Csv {
     fn name(&self) -> &'static str {
@@ -59,7 +72,43 @@ impl Exporter for Csv {
                 );
                 row.push(data.partial_note().is_some().to_string());
                 row.push(m.failure.as_deref().map(quote).unwrap_or_default());
+                row.extend(CGROUP_COLUMNS.map(|_| String::new()));
                 let _ = writeln!(out, "{}", row.join(","));
+            }
+            for p in &m.syscalls.processes {
+                let Some(cgroup) = &p.cgroup else { continue };
+                let container = p
+                    .container
+                    .as_ref()
+                    .map(crate::container::Container::labels)
+                    .unwrap_or_default();
+                for (s, counts) in m.syscalls.syscalls.iter().zip(&p.syscalls) {
+                    let mut row: Vec<String> = vec![
+                        m.variant.as_deref().map(quote).unwrap_or_default(),
+                        opt(m.concurrency),
+                        opt(m.run),
+                        m.server_cpus.as_deref().map(quote).unwrap_or_default(),
+                        quote(&s.name),
+                    ];
+                    row.extend(figures.iter().map(|f| match f.key.as_str() {
+                        "calls" => counts.calls.to_string(),
+                        "errors" => counts.errors.to_string(),
+                        "total_ns" => counts.total_ns.to_string(),
+                        _ => String::new(),
+                    }));
+                    row.extend(std::iter::repeat_n(String::new(), 3));
+                    row.push(data.partial_note().is_some().to_string());
+                    row.push(m.failure.as_deref().map(quote).unwrap_or_default());
+                    row.push(quote(cgroup));
+                    row.extend(CGROUP_COLUMNS[1..].iter().map(|column| {
+                        container
+                            .iter()
+                            .find(|(k, _)| k == column)
+                            .map(|(_, v)| quote(v))
+                            .unwrap_or_default()
+                    }));
+                    let _ = writeln!(out, "{}", row.join(","));
+                }
             }
         }
         Ok(out.into_bytes())
@@ -93,7 +142,8 @@ mod tests {
             "variant,concurrency,run,server_cpus,syscall,calls,errors,errors_eagain,errors_eintr,\
              errors_econnreset,errors_epipe,errors_ebadf,errors_other,errors_erestart,errors_enoent,total_ns,\
              mean_ns,min_ns,max_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,dropped,calls_per_request,\
-             requests,qps,partial,failure"
+             requests,qps,partial,failure,cgroup,container_runtime,container_id,container_name,\
+             k8s_namespace,k8s_pod,k8s_container"
         );
         let mut snapshot = crate::stats::Snapshot::default();
         snapshot.syscalls.push(crate::stats::SyscallSummary {

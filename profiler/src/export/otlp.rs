@@ -298,7 +298,44 @@ pub fn request(
             is_monotonic: true,
         })
     };
-    let metrics = vec![
+    // Per cgroup (`--cgroup`, `--by-cgroup`): calls and time, with the cgroup's container.
+    let mut cgroup_calls = Vec::new();
+    let mut cgroup_time = Vec::new();
+    for m in data.summaries() {
+        for row in &m.syscalls.processes {
+            let Some(cgroup) = &row.cgroup else { continue };
+            for (s, counts) in m.syscalls.syscalls.iter().zip(&row.syscalls) {
+                let mut attrs = attributes(m, &s.name);
+                attrs.push(string("cgroup", cgroup));
+                for (k, v) in row
+                    .container
+                    .iter()
+                    .flat_map(crate::container::Container::otel_attributes)
+                {
+                    attrs.push(string(k, &v));
+                }
+                cgroup_calls.push(NumberDataPoint {
+                    attributes: attrs.clone(),
+                    start_time_unix_nano: start_ns,
+                    time_unix_nano: now_ns,
+                    value: Some(number_data_point::Value::AsInt(
+                        i64::try_from(counts.calls).unwrap_or(i64::MAX),
+                    )),
+                    ..NumberDataPoint::default()
+                });
+                cgroup_time.push(NumberDataPoint {
+                    attributes: attrs,
+                    start_time_unix_nano: start_ns,
+                    time_unix_nano: now_ns,
+                    value: Some(number_data_point::Value::AsDouble(
+                        counts.total_ns as f64 / 1e9,
+                    )),
+                    ..NumberDataPoint::default()
+                });
+            }
+        }
+    }
+    let mut metrics = vec![
         Metric {
             name: "syscall.latency".to_owned(),
             description: "Syscall latency, entry to exit, timed in the kernel (each kernel bucket in the exponential bucket holding its midpoint: quantiles within about 4%).".to_owned(),
@@ -324,6 +361,22 @@ pub fn request(
             ..Metric::default()
         },
     ];
+    if !cgroup_calls.is_empty() {
+        metrics.push(Metric {
+            name: "syscall.cgroup.calls".to_owned(),
+            description: "Completed syscalls per cgroup (--cgroup, --by-cgroup), with its container's container.* and k8s.* attributes.".to_owned(),
+            unit: "{call}".to_owned(),
+            data: Some(sum(cgroup_calls)),
+            ..Metric::default()
+        });
+        metrics.push(Metric {
+            name: "syscall.cgroup.time".to_owned(),
+            description: "Time inside syscalls per cgroup (--cgroup, --by-cgroup).".to_owned(),
+            unit: "s".to_owned(),
+            data: Some(sum(cgroup_time)),
+            ..Metric::default()
+        });
+    }
     ExportMetricsServiceRequest {
         resource_metrics: vec![ResourceMetrics {
             resource: Some(Resource {
