@@ -309,9 +309,10 @@ pub struct ServeArgs {
     /// e.g. close:p99>1ms (repeatable; at most one recording per window).
     #[arg(long, value_name = "SYSCALL:pQ>DURATION")]
     pub record_when: Vec<crate::recorder::Trigger>,
-    /// Where SIGUSR2 and --record-when write recordings.
-    #[arg(long, value_name = "DIR", default_value = ".")]
-    pub record_dir: std::path::PathBuf,
+    /// Where SIGUSR2 and --record-when write recordings (default: $TMPDIR, else /tmp); checked
+    /// writable once --user has dropped root.
+    #[arg(long, value_name = "DIR")]
+    pub record_dir: Option<std::path::PathBuf>,
 }
 
 /// `profiler bench` subcommands.

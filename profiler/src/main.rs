@@ -122,7 +122,7 @@ fn run(cli: Cli) -> Result<i32> {
                     window: std::time::Duration::from_secs(u64::from(args.record_minutes) * 60),
                     every: args.record_every,
                     triggers: args.record_when,
-                    dir: args.record_dir,
+                    dir: args.record_dir.unwrap_or_else(std::env::temp_dir),
                 }),
             };
             profiler::serve::run(&options)?;

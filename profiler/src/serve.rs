@@ -343,9 +343,6 @@ pub fn run(options: &ServeOptions) -> Result<()> {
             }
         );
     }
-    if let Some(r) = &options.recorder {
-        crate::recorder::Recorder::check_dir(&r.dir)?;
-    }
     let trace = Trace::start(&options.trace)?;
     // Before root is dropped: turning the statistics on needs CAP_SYS_ADMIN.
     let self_cost = if options.self_cost {
@@ -356,6 +353,10 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     // Root is needed to load and attach; the maps are read through open descriptors.
     if let Some(user) = &options.user {
         crate::web::drop_root(user)?;
+    }
+    // As the user it will write them as.
+    if let Some(r) = &options.recorder {
+        crate::recorder::Recorder::check_dir(&r.dir)?;
     }
     let mut metadata = Metadata::collect("serve");
     options.trace.describe_in(&mut metadata);
