@@ -231,7 +231,7 @@ impl Recorder {
         let probe = dir.join(format!(".syscall-profiler-probe-{}", std::process::id()));
         std::fs::write(&probe, b"").map_err(|e| {
             anyhow::anyhow!(
-                "--record-dir {}: cannot write there ({e}); give a writable directory",
+                "--record-dir {}: cannot write there ({e}); give a writable directory with --record-dir",
                 dir.display()
             )
         })?;

@@ -354,9 +354,12 @@ pub fn run(options: &ServeOptions) -> Result<()> {
     if let Some(user) = &options.user {
         crate::web::drop_root(user)?;
     }
-    // As the user it will write them as.
-    if let Some(r) = &options.recorder {
-        crate::recorder::Recorder::check_dir(&r.dir)?;
+    // As the user it will write them as. GET /recording works without it: a warning, never
+    // a refusal to serve (an agent's root file system is often read-only).
+    if let Some(r) = &options.recorder
+        && let Err(e) = crate::recorder::Recorder::check_dir(&r.dir)
+    {
+        crate::errln!("warning: {e:#}: SIGUSR2 and --record-when will write no recording");
     }
     let mut metadata = Metadata::collect("serve");
     options.trace.describe_in(&mut metadata);

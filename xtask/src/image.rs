@@ -65,6 +65,11 @@ pub fn build(deb: &Path) -> Result<String> {
     for sub in ["etc", "proc", "sys", "dev", "host", "tmp"] {
         std::fs::create_dir_all(rootfs.join(sub))?;
     }
+    // /tmp as everywhere (the flight recorder's recordings go there by default).
+    std::fs::set_permissions(
+        rootfs.join("tmp"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o1777),
+    )?;
     std::fs::write(
         rootfs.join("etc/passwd"),
         "root:x:0:0:root:/root:/usr/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
