@@ -466,21 +466,36 @@ fn every_syscall_counts_as_strace_counts() {
     );
     // Without `all`: the share left out where the compat programs count it (the tracepoint
     // front end), "not measured" with fentry; the same share either way it is measured.
+    // The Prometheus export carries the same share, and no gauge where it was not measured.
+    let prom = scratch("every").join("every.prom");
     let default = profiler()
         .args(["attach", "--syscalls", "close,read,execve", "--export-json"])
         .arg(&json)
+        .arg("--export-prom")
+        .arg(&prom)
         .arg("--")
         .args(command)
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&default.stdout);
     let m = read_json(&json)["measurements"][0].clone();
-    match m["left_out_share"].as_f64() {
-        Some(share) => assert!(
+    let gauge = std::fs::read_to_string(&prom)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("syscall_profiler_left_out_share{} "))
+        .map(|v| v.parse::<f64>().unwrap());
+    if let Some(share) = m["left_out_share"].as_f64() {
+        assert!(
             share > 0.0 && share < 1.0 && text.contains("left out: "),
             "{text}"
-        ),
-        None => assert!(text.contains("left out: not measured"), "{text}"),
+        );
+        assert!(
+            gauge.is_some_and(|g| (g - share).abs() < 1e-9),
+            "Prometheus {gauge:?}, JSON {share}"
+        );
+    } else {
+        assert!(text.contains("left out: not measured"), "{text}");
+        assert_eq!(gauge, None, "a share that was not measured");
     }
 }
 

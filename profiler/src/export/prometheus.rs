@@ -331,6 +331,26 @@ pub fn render(data: &ExportData) -> String {
             );
         }
     }
+    // What the table leaves out (where every call was counted: the tracepoint front end's
+    // default, or --syscalls all); absent, never 0, where it was not measured.
+    if summaries.iter().any(|m| m.syscalls.left_out().is_some()) {
+        family(
+            &mut out,
+            "left_out_share",
+            "gauge",
+            "Share (0 to 1) of the traced processes' syscall time in syscalls the table does not time, from every call counted on the raw tracepoints.",
+        );
+        for m in &summaries {
+            if let Some(left) = m.syscalls.left_out() {
+                let _ = writeln!(
+                    out,
+                    "{PREFIX}_left_out_share{{{}}} {}",
+                    group_labels(m),
+                    format_float(left.share)
+                );
+            }
+        }
+    }
     if summaries.iter().any(|m| m.load.is_some()) {
         family(
             &mut out,
