@@ -50,13 +50,7 @@ impl Exporter for Csv {
         out.push('\n');
         for m in &data.measurements {
             for s in &m.syscalls.syscalls {
-                let mut row: Vec<String> = vec![
-                    m.variant.as_deref().map(quote).unwrap_or_default(),
-                    opt(m.concurrency),
-                    opt(m.run),
-                    m.server_cpus.as_deref().map(quote).unwrap_or_default(),
-                    quote(&s.name),
-                ];
+                let mut row = leading(m, &s.name);
                 row.extend(figures.iter().map(|f| (f.value)(s).to_string()));
                 row.push(
                     m.calls_per_request(s)
@@ -83,13 +77,7 @@ impl Exporter for Csv {
                     .map(crate::container::Container::labels)
                     .unwrap_or_default();
                 for (s, counts) in m.syscalls.syscalls.iter().zip(&p.syscalls) {
-                    let mut row: Vec<String> = vec![
-                        m.variant.as_deref().map(quote).unwrap_or_default(),
-                        opt(m.concurrency),
-                        opt(m.run),
-                        m.server_cpus.as_deref().map(quote).unwrap_or_default(),
-                        quote(&s.name),
-                    ];
+                    let mut row = leading(m, &s.name);
                     row.extend(figures.iter().map(|f| match f.key.as_str() {
                         "calls" => counts.calls.to_string(),
                         "errors" => counts.errors.to_string(),
@@ -113,6 +101,17 @@ impl Exporter for Csv {
         }
         Ok(out.into_bytes())
     }
+}
+
+/// A row's first five columns: the measurement's, then the syscall's name.
+fn leading(m: &super::Measurement, syscall: &str) -> Vec<String> {
+    vec![
+        m.variant.as_deref().map(quote).unwrap_or_default(),
+        opt(m.concurrency),
+        opt(m.run),
+        m.server_cpus.as_deref().map(quote).unwrap_or_default(),
+        quote(syscall),
+    ]
 }
 
 fn opt<T: ToString>(v: Option<T>) -> String {
