@@ -5,11 +5,7 @@
 //!
 //! These load BPF programs (root) and run one at a time.
 
-use std::{
-    io::Read as _,
-    process::Stdio,
-    time::{Duration, Instant},
-};
+use std::{process::Stdio, time::Duration};
 
 mod common;
 
@@ -33,17 +29,7 @@ const POD: [&str; 6] = [
 fn an_annotated_container_is_named_as_its_pod() {
     let _serial = serial();
     let dir = common::scratch("containers", "pod");
-    let workloads = dir.join("workloads");
-    let status = std::process::Command::new("cc")
-        .args(["-O1", "-pthread", "-static", "-o"])
-        .arg(&workloads)
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/helpers/workloads.c"
-        ))
-        .status()
-        .expect("running cc");
-    assert!(status.success());
+    common::build_workloads(&dir, &["-static"]);
     let name = format!("sp-pod-{}", std::process::id());
     // It outlives its workload by a second, as a server does its requests: attach names a
     // cgroup while it exists (every 250 ms), and podman removes it when the container stops.
@@ -59,7 +45,7 @@ fn an_annotated_container_is_named_as_its_pod() {
     );
     let (json, prom, csv) = (dir.join("a.json"), dir.join("a.prom"), dir.join("a.csv"));
     let receiver = common::otlp::Receiver::start(&dir);
-    let mut attach = profiler()
+    let attach = profiler()
         .args(["attach", "--all", "--by-cgroup", "--syscalls", "close"])
         .arg("--export-json")
         .arg(&json)
@@ -73,27 +59,19 @@ fn an_annotated_container_is_named_as_its_pod() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut stderr = attach.stderr.take().unwrap();
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_mins(1);
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains("Tracing") && Instant::now() < deadline {
-        if stderr.read(&mut byte).unwrap_or(0) == 0 {
-            break;
-        }
-        seen.push(byte[0]);
-    }
-    std::fs::write(dir.join("gate"), "").unwrap();
-    assert_eq!(
-        container.wait(Duration::from_mins(1)),
-        0,
-        "the workload failed"
-    );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(attach.id() as i32, libc::SIGINT) };
-    let out = attach.wait_with_output().unwrap();
-    let _ = stderr.read_to_end(&mut seen);
-    let stderr = String::from_utf8_lossy(&seen);
+    let pid = attach.id();
+    // attach --all traces until Ctrl-C.
+    let out =
+        common::open_gate_once_tracing(attach, &dir.join("gate"), Duration::from_mins(1), || {
+            assert_eq!(
+                container.wait(Duration::from_mins(1)),
+                0,
+                "the workload failed"
+            );
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        });
+    let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         out.status.success() || out.status.code() == Some(130),
         "{stderr}"

@@ -17,7 +17,7 @@ use std::{
     net::TcpStream,
     path::{Path, PathBuf},
     process::{Command, Stdio},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 mod common;
@@ -37,24 +37,8 @@ fn scratch(name: &str) -> PathBuf {
 /// The workloads binary (64-bit) and the 32-bit close helper, built once per test.
 fn build() -> (PathBuf, PathBuf) {
     let dir = scratch("build");
-    let workloads = build_workloads(&dir, &[]);
+    let workloads = common::build_workloads(&dir, &[]);
     (workloads, common::close32(&dir))
-}
-
-/// tests/helpers/workloads.c built into `dir` with cc and `flags`.
-fn build_workloads(dir: &Path, flags: &[&str]) -> PathBuf {
-    let workloads = dir.join("workloads");
-    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/workloads.c");
-    let status = Command::new("cc")
-        .args(["-O1", "-pthread"])
-        .args(flags)
-        .arg("-o")
-        .arg(&workloads)
-        .arg(source)
-        .status()
-        .expect("running cc");
-    assert!(status.success(), "cc failed to build {source}");
-    workloads
 }
 
 /// strace's calls per syscall for `command`, run on its own.
@@ -218,7 +202,7 @@ fn attach_pid(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let output = open_gate_once_tracing(attach, &gate, || {
+    let output = common::open_gate_once_tracing(attach, &gate, Duration::from_secs(30), || {
         workload.wait().unwrap();
     });
     assert!(
@@ -233,32 +217,6 @@ fn attach_pid(name: &str, workloads: &Path, args: &[&str]) -> BTreeMap<String, u
         data["measurements"][0]["dropped"]
     );
     json_counts(&data)
-}
-
-/// Waits for the profiler's "Tracing"/"listening" line on stderr, opens the gate, waits for the
-/// workload (`wait_workload`), and for the profiler to end (attach ends when its processes have).
-fn open_gate_once_tracing(
-    mut profiler: std::process::Child,
-    gate: &Path,
-    wait_workload: impl FnOnce(),
-) -> std::process::Output {
-    let mut stderr = profiler.stderr.take().unwrap();
-    let mut seen = Vec::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let mut byte = [0u8; 1];
-    while !String::from_utf8_lossy(&seen).contains("Tracing") && Instant::now() < deadline {
-        if stderr.read(&mut byte).unwrap_or(0) == 0 {
-            break;
-        }
-        seen.push(byte[0]);
-    }
-    std::fs::write(gate, "").unwrap();
-    wait_workload();
-    let mut out = profiler.wait_with_output().unwrap();
-    seen.extend(out.stderr);
-    let _ = stderr.read_to_end(&mut seen);
-    out.stderr = seen;
-    out
 }
 
 /// `serve --pid` tracing the gated workload; one scrape once it has exited.
@@ -562,7 +520,7 @@ fn failed_path_lookups_count_as_enoent() {
 fn a_containers_calls_count_as_strace_counts() {
     let _serial = serial();
     let dir = scratch("container");
-    let workloads = build_workloads(&dir, &["-static"]);
+    let workloads = common::build_workloads(&dir, &["-static"]);
     let bin = workloads.to_str().unwrap();
     let expected = after_start(&strace_counts(&[bin, "threads"]), bin);
     let name = format!("sp-differential-{}", std::process::id());
@@ -583,15 +541,16 @@ fn a_containers_calls_count_as_strace_counts() {
         .unwrap();
     let pid = attach.id();
     // attach --container traces until Ctrl-C, as --cgroup does.
-    let output = open_gate_once_tracing(attach, &dir.join("gate"), || {
-        assert_eq!(
-            container.wait(Duration::from_mins(1)),
-            0,
-            "the workload failed"
-        );
-        // SAFETY: signalling our own child.
-        unsafe { libc::kill(pid as i32, libc::SIGINT) };
-    });
+    let output =
+        common::open_gate_once_tracing(attach, &dir.join("gate"), Duration::from_secs(30), || {
+            assert_eq!(
+                container.wait(Duration::from_mins(1)),
+                0,
+                "the workload failed"
+            );
+            // SAFETY: signalling our own child.
+            unsafe { libc::kill(pid as i32, libc::SIGINT) };
+        });
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         output.status.success() || output.status.code() == Some(130),

@@ -118,3 +118,47 @@ pub fn close32(dir: &std::path::Path) -> PathBuf {
     assert!(status.success(), "cc -m32 failed to build {source}");
     binary
 }
+
+/// tests/helpers/workloads.c built into `dir` with cc and `flags`.
+pub fn build_workloads(dir: &std::path::Path, flags: &[&str]) -> PathBuf {
+    let workloads = dir.join("workloads");
+    let source = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/helpers/workloads.c");
+    let status = Command::new("cc")
+        .args(["-O1", "-pthread"])
+        .args(flags)
+        .arg("-o")
+        .arg(&workloads)
+        .arg(source)
+        .status()
+        .expect("running cc");
+    assert!(status.success(), "cc failed to build {source}");
+    workloads
+}
+
+/// Waits for the profiler's "Tracing"/"listening" line on stderr, opens the gate, waits for the
+/// workload (`wait_workload`), and for the profiler to end (attach ends when its processes have,
+/// or when `wait_workload` signals it). The line is waited for at most `limit`.
+pub fn open_gate_once_tracing(
+    mut profiler: std::process::Child,
+    gate: &std::path::Path,
+    limit: Duration,
+    wait_workload: impl FnOnce(),
+) -> std::process::Output {
+    let mut stderr = profiler.stderr.take().unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + limit;
+    let mut byte = [0u8; 1];
+    while !String::from_utf8_lossy(&seen).contains("Tracing") && Instant::now() < deadline {
+        if std::io::Read::read(&mut stderr, &mut byte).unwrap_or(0) == 0 {
+            break;
+        }
+        seen.push(byte[0]);
+    }
+    std::fs::write(gate, "").unwrap();
+    wait_workload();
+    let mut out = profiler.wait_with_output().unwrap();
+    seen.extend(out.stderr);
+    let _ = std::io::Read::read_to_end(&mut stderr, &mut seen);
+    out.stderr = seen;
+    out
+}
