@@ -313,6 +313,10 @@ pub struct ServeArgs {
     /// writable once --user has dropped root.
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<std::path::PathBuf>,
+    /// The flight recorder's slowest calls, with their stacks: each interval keeps --slow-top
+    /// groups of them.
+    #[command(flatten)]
+    pub slow: SlowArgs,
 }
 
 /// `profiler bench` subcommands.

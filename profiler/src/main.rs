@@ -96,6 +96,11 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Serve(args) => {
+            if args.slow.slow.is_some() && args.record_minutes == 0 {
+                anyhow::bail!(
+                    "--slow keeps the slowest calls in the flight recorder, which --record-minutes 0 turns off; give --record-minutes 1 or more"
+                );
+            }
             let (syscalls, every) = Syscall::resolve_choice(&args.syscalls)?;
             let options = profiler::serve::ServeOptions {
                 trace: TraceRequest {
@@ -110,8 +115,8 @@ fn run(cli: Cli) -> Result<i32> {
                     cgroups: with_containers(args.cgroups, &args.containers)?,
                     by_cgroup: args.by_cgroup,
                     cgroup_top: args.cgroup_top.map(|k| k as usize),
-                    slow: None,
-                    slow_top: 0,
+                    slow: args.slow.slow,
+                    slow_top: args.slow.slow_top,
                 },
                 listen: args.listen,
                 otlp: args.otlp.checked()?,

@@ -2,7 +2,8 @@
 //! snapshot of what happened per interval, in a ring of fixed length. `GET /recording`, SIGUSR2
 //! or a trigger (`--record-when close:p99>1ms`) writes them as a JSON export whose measurements
 //! are the intervals (`run` 1, 2, ... oldest first), which `profiler diff` reads as runs: two
-//! recordings are compared interval against interval, with intervals of confidence.
+//! recordings are compared interval against interval, with intervals of confidence. With
+//! `--slow`, each interval also keeps its slowest calls with their stacks (`--slow-top` groups).
 
 use std::{
     collections::VecDeque,
@@ -14,6 +15,7 @@ use anyhow::{Result, bail};
 
 use crate::{
     export::{ExportData, Exporter as _, Measurement, Metadata},
+    slow::{Collector, SlowReport},
     stats::Snapshot,
 };
 
@@ -59,6 +61,8 @@ impl std::str::FromStr for Trigger {
 struct Interval {
     /// What happened in it.
     snapshot: Snapshot,
+    /// `--slow`: its slowest calls, with their stacks.
+    slow: Option<SlowReport>,
     /// Its end, seconds since the Unix epoch.
     end_unix_s: f64,
 }
@@ -74,6 +78,9 @@ pub struct Recorder {
     /// stays slow does not fill the disk.
     triggered: Option<Instant>,
     dir: PathBuf,
+    /// `--slow`: the collector of the slow calls, taken from at each interval, and how many
+    /// groups each interval keeps.
+    slow: Option<(Collector, usize)>,
 }
 
 impl Recorder {
@@ -92,7 +99,15 @@ impl Recorder {
             triggers,
             triggered: None,
             dir,
+            slow: None,
         }
+    }
+
+    /// Keeps each interval's slow calls too, at most `keep` groups of them (the slowest).
+    #[must_use]
+    pub fn with_slow(mut self, collector: Collector, keep: usize) -> Self {
+        self.slow = Some((collector, keep.max(1)));
+        self
     }
 
     /// How many intervals it keeps.
@@ -105,9 +120,17 @@ impl Recorder {
     /// histograms dominate): `None` before the first interval.
     #[must_use]
     pub fn full_bytes(&self) -> Option<usize> {
-        self.ring
-            .back()
-            .map(|i| snapshot_bytes(&i.snapshot) * self.capacity)
+        // The slow calls' groups are bounded by `keep`: the largest interval's stand for all.
+        let slow = self
+            .ring
+            .iter()
+            .filter_map(|i| i.slow.as_ref().map(slow_bytes))
+            .max()
+            .unwrap_or(0);
+        let keep = self.slow.as_ref().map_or(0, |(_, keep)| *keep);
+        self.ring.back().map(|i| {
+            (snapshot_bytes(&i.snapshot) + slow.max(keep * SLOW_GROUP_BYTES)) * self.capacity
+        })
     }
 
     /// Whether an interval is due.
@@ -123,6 +146,11 @@ impl Recorder {
     pub fn push(&mut self, now: Snapshot) -> Option<String> {
         let interval = self.last.as_ref().map(|(_, last)| now.since(last));
         self.last = Some((Instant::now(), now));
+        // Taken at the first call too: what came before the first interval is not in it.
+        let slow = self
+            .slow
+            .as_mut()
+            .map(|(collector, keep)| collector.take(*keep));
         let interval = interval?;
         let fired = self.check_triggers(&interval);
         if self.ring.len() == self.capacity {
@@ -130,6 +158,7 @@ impl Recorder {
         }
         self.ring.push_back(Interval {
             snapshot: interval,
+            slow,
             end_unix_s: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0.0, |d| d.as_secs_f64()),
@@ -191,7 +220,7 @@ impl Recorder {
                 syscalls: interval.snapshot.clone(),
                 load: None,
                 failure: None,
-                slow: None,
+                slow: interval.slow.clone(),
             })
             .collect();
         ExportData::new(metadata, measurements)
@@ -238,6 +267,25 @@ impl Recorder {
         let _ = std::fs::remove_file(probe);
         Ok(())
     }
+}
+
+/// A slow-call group's size in memory with typical stacks (about 20 frames each).
+const SLOW_GROUP_BYTES: usize = 4096;
+
+/// An estimate of a slow report's size in memory: its groups' frames and names.
+fn slow_bytes(r: &SlowReport) -> usize {
+    r.groups
+        .iter()
+        .map(|g| {
+            let frames: usize = g
+                .kernel_stack
+                .iter()
+                .chain(&g.user_stack)
+                .map(|f| 48 + f.function.len() + f.module.as_ref().map_or(0, String::len))
+                .sum();
+            std::mem::size_of_val(g) + frames
+        })
+        .sum()
 }
 
 /// An estimate of a snapshot's size in memory: its histograms' buckets and rows.

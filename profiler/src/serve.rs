@@ -367,14 +367,18 @@ pub fn run(options: &ServeOptions) -> Result<()> {
         .settings
         .insert("attach".into(), trace.session.syscall_front().describe());
     let what = trace.describe(&options.trace);
+    let slow = trace.slow;
     let mut source = MetricsSource::new(trace.session, metadata, options.trace.open_ended());
     if let Some(stats) = self_cost {
         source = source.with_self_cost(stats);
     }
     let mut recorder_line = None;
     if let Some(r) = &options.recorder {
-        let recorder =
+        let mut recorder =
             crate::recorder::Recorder::new(r.window, r.every, r.triggers.clone(), r.dir.clone());
+        if let Some(collector) = slow {
+            recorder = recorder.with_slow(collector, options.trace.slow_top as usize);
+        }
         recorder_line = Some(format!(
             "flight recorder: the last {:?} in {} intervals of {:?} (GET /recording, or SIGUSR2 into {})",
             r.window,

@@ -935,8 +935,9 @@ fn scrapes_are_answered_while_idle_clients_reconnect_without_end() {
 }
 
 /// The flight recorder: a burst of slow reads (each waiting 50 ms on a pipe) crosses
-/// `--record-when read:p99>20ms`, and the recording written then holds them; GET /recording
-/// answers the same intervals, and `profiler diff` reads the two as runs.
+/// `--record-when read:p99>20ms`, and the recording written then holds them, with their stacks
+/// (`--slow 20ms`); GET /recording answers the same intervals, with exactly the 5 slow reads,
+/// and `profiler diff` reads the two as runs.
 #[test]
 fn a_flight_recording_after_a_burst_of_slow_calls_holds_them_and_diff_reads_it() {
     let _serial = serial();
@@ -964,6 +965,8 @@ fn a_flight_recording_after_a_burst_of_slow_calls_holds_them_and_diff_reads_it()
         "read:p99>20ms",
         "--record-dir",
         dir.to_str().unwrap(),
+        "--slow",
+        "20ms",
     ]);
     let deadline = Instant::now() + Duration::from_secs(30);
     let written = loop {
@@ -1000,8 +1003,43 @@ fn a_flight_recording_after_a_burst_of_slow_calls_holds_them_and_diff_reads_it()
         slowest >= 45_000_000,
         "the slow reads are not in it: {slowest} ns"
     );
-    let (status, body) = http_get(port, "/recording");
-    assert_eq!(status, 200, "{body}");
+    // The slow calls, per interval, with where they waited.
+    let slow_reads = |recording: &serde_json::Value| -> (u64, Vec<serde_json::Value>) {
+        let mut recorded = 0;
+        let mut groups = Vec::new();
+        for m in recording["measurements"].as_array().unwrap() {
+            let slow = &m["slow"];
+            recorded += slow["recorded"].as_u64().unwrap_or(0);
+            assert_eq!(slow["lost"].as_u64().unwrap_or(0), 0, "{slow}");
+            groups.extend(slow["groups"].as_array().cloned().unwrap_or_default());
+        }
+        (recorded, groups)
+    };
+    let (recorded, groups) = slow_reads(&recording);
+    assert!(recorded >= 1, "no slow call in the recording: {recording}");
+    let read = groups
+        .iter()
+        .find(|g| {
+            g["syscall"] == "read" && g["slowest"]["duration_ns"].as_u64() >= Some(45_000_000)
+        })
+        .unwrap_or_else(|| panic!("no slow read group: {groups:?}"));
+    assert!(
+        read["slowest"]["blocked_ns"].as_u64() >= Some(20_000_000)
+            && !read["kernel_stack"].as_array().unwrap().is_empty(),
+        "the slow read was not seen blocked, with a stack: {read}"
+    );
+    // Every one of the burst's 5 slow reads, and no other call, once their intervals end.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let (body, served_recorded) = loop {
+        let (status, body) = http_get(port, "/recording");
+        assert_eq!(status, 200, "{body}");
+        let (n, _) = slow_reads(&serde_json::from_str(&body).unwrap());
+        if n >= 5 || Instant::now() > deadline {
+            break (body, n);
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    assert_eq!(served_recorded, 5, "slow calls in GET /recording: {body}");
     let served = dir.join("served.json");
     std::fs::write(&served, body).unwrap();
     let diff = Command::new(env!("CARGO_BIN_EXE_profiler"))

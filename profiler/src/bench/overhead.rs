@@ -94,6 +94,10 @@ pub enum Config {
     Bpftrace,
     /// Do-nothing programs on the raw sched_switch and sched_wakeup: `--off-cpu`'s floor.
     EmptySched,
+    /// The empty pair with the kernel's statistics on: their own cost per program run.
+    EmptyStats,
+    /// The profiler with the kernel's statistics on, as `serve --self-cost` runs it.
+    ProfilerStats,
 }
 
 impl Config {
@@ -116,6 +120,8 @@ impl Config {
             Self::ProfilerHash => "syscall-profiler, per-thread hash maps",
             Self::Bpftrace => "bpftrace one-liner",
             Self::EmptySched => "empty sched pair, raw_tp",
+            Self::EmptyStats => "empty pair, statistics on",
+            Self::ProfilerStats => "syscall-profiler, statistics on",
             Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
             Self::MinimalTimer(AttachPoint::RawTracepoint) => "minimal timer, raw_tp",
         }
@@ -133,6 +139,7 @@ impl Config {
     fn programs(self) -> Option<Programs> {
         match self {
             Self::Empty(point) => Some(Programs::Empty(point)),
+            Self::EmptyStats => Some(Programs::Empty(AttachPoint::Tracepoint)),
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
             Self::EmptySched => Some(Programs::EmptySched),
             Self::Profiler
@@ -144,7 +151,8 @@ impl Config {
             | Self::ProfilerEvery
             | Self::ProfilerCompat
             | Self::ProfilerCompatEvery
-            | Self::ProfilerHash => Some(Programs::Profiler),
+            | Self::ProfilerHash
+            | Self::ProfilerStats => Some(Programs::Profiler),
             Self::Nothing | Self::Bpftrace => None,
         }
     }
@@ -184,6 +192,10 @@ pub struct Measured {
     /// ns per program run as the kernel measured it (bpf(2) `BPF_ENABLE_STATS`), per program
     /// name, one per round.
     pub program_ns: Vec<(String, f64)>,
+    /// With the statistics on (`EmptyStats`, `ProfilerStats`): the syscall programs' run time
+    /// per iteration as the kernel counted it, one per round (`serve --self-cost`'s ns per
+    /// traced call, as this loop's closes are the traced calls).
+    pub self_ns: Vec<f64>,
 }
 
 impl Measured {
@@ -194,6 +206,7 @@ impl Measured {
             tracked,
             samples: Vec::new(),
             program_ns: Vec::new(),
+            self_ns: Vec::new(),
         }
     }
 
@@ -220,6 +233,8 @@ fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
         Config::ProfilerSlow,
         Config::ProfilerEvery,
         Config::ProfilerHash,
+        Config::EmptyStats,
+        Config::ProfilerStats,
     ];
     if bpftrace {
         configs.push(Config::Bpftrace);
@@ -351,9 +366,13 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
         // A rotated order each round, so no configuration always follows the same one.
         for i in 0..rows {
             let m = &mut results[(i + round) % rows];
-            let (ns, _) = measure_one(m, &close, other.pid(), args.iterations)
+            let (ns, programs) = measure_one(m, &close, other.pid(), args.iterations)
                 .with_context(|| format!("round {}: {}", round + 1, m.config.label()))?;
             m.samples.push(ns);
+            if matches!(m.config, Config::EmptyStats | Config::ProfilerStats) {
+                let total: u128 = programs.iter().map(|(_, _, time)| time.as_nanos()).sum();
+                m.self_ns.push(total as f64 / args.iterations as f64);
+            }
         }
     }
     // One more round with the kernel timing every program run: where the added cost goes. Its
@@ -368,19 +387,27 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     }) {
         let (_, programs) = measure_one(m, &close, other.pid(), args.iterations)
             .with_context(|| format!("profiling round: {}", m.config.label()))?;
-        m.program_ns.extend(programs);
+        m.program_ns.extend(
+            programs
+                .into_iter()
+                .map(|(name, runs, time)| (name, time.as_nanos() as f64 / runs as f64)),
+        );
     }
     drop(stats);
     Ok(results)
 }
 
-/// ns per iteration, and ns per run of each attached program (from the kernel's own stats).
+/// A program's name, runs and run time, as the kernel's statistics count them.
+type ProgramRuns = (String, u64, Duration);
+
+/// ns per iteration, and the runs and run time of each attached program that ran at least once
+/// per iteration (from the kernel's own statistics: zeros unless they are on).
 fn measure_one(
     m: &Measured,
     close: &[Syscall],
     other: u32,
     iterations: u64,
-) -> Result<(f64, Vec<(String, f64)>)> {
+) -> Result<(f64, Vec<ProgramRuns>)> {
     let me = std::process::id();
     let run = |workload| match workload {
         Workload::DupClose => dup_close_loop(iterations),
@@ -403,6 +430,12 @@ fn measure_one(
         close.to_vec()
     };
     let slow = m.config.slow();
+    // On before the programs load, off when this measurement ends.
+    let _stats = if matches!(m.config, Config::EmptyStats | Config::ProfilerStats) {
+        Some(crate::bpf::BpfStats::enable()?)
+    } else {
+        None
+    };
     let target = Target::Processes(vec![match m.tracked {
         Tracked::Me => me,
         Tracked::Other => other,
@@ -460,7 +493,6 @@ fn measure_one(
                     _ => iterations,
                 }
         })
-        .map(|(name, runs, time)| (name, time.as_nanos() as f64 / runs as f64))
         .collect();
     if let Some(collector) = collector {
         let snapshot = session.snapshot()?;
@@ -782,6 +814,40 @@ fn ns_cell(per_round: &[f64]) -> String {
     }
 }
 
+/// `serve --self-cost`'s figure against the loop's, both with the statistics on, per round:
+/// its ns per traced call (the programs' run time per close) less the empty pair's under the
+/// same statistics (the statistics' own clock reads and the empty bodies, which the empty
+/// pair's loop time holds too) is the programs' work as the kernel counts it; the loop's added
+/// time over the empty pair is the same work as the caller pays it. They agree when the
+/// interval of their per-round difference holds 0.
+fn self_cost_lines(empty: &Measured, profiler: &Measured) -> String {
+    let per_round =
+        |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x - y).collect() };
+    let counted = per_round(&profiler.self_ns, &empty.self_ns);
+    let paid = round_added(profiler, empty);
+    let difference = per_round(&counted, &paid);
+    let verdict = match Estimate::paired(&difference, 1.0 - TARGET_LEVEL, Method::SignTest, None) {
+        Some(e) if e.interval.is_some() => {
+            if e.contains_zero() {
+                "agree"
+            } else {
+                "disagree"
+            }
+        }
+        _ => "undecided (too few rounds for an interval)",
+    };
+    format!(
+        "  serve --self-cost, per traced call ...... {:.0} ns (the programs' run time per close, statistics on), of which the statistics' own clock reads and empty bodies {:.0} ns (the empty pair's)\n    \
+         the programs' work as the kernel counts it {}; as the loop pays it (over the empty pair, statistics on) {}\n    \
+         the kernel's count against the loop's: {}: {verdict}\n",
+        median(&profiler.self_ns),
+        median(&empty.self_ns),
+        ns_cell(&counted),
+        ns_cell(&paid),
+        ns_cell(&difference),
+    )
+}
+
 /// A target on per-round values (ratios, or ns): "1.05 [0.98, 1.12] (96.9%, 9 rounds): met"
 /// when the whole interval is at or below `limit`, "not met" when it is wholly above,
 /// "undecided" when it straddles the limit or the rounds give no interval.
@@ -998,6 +1064,12 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 "  --slow 1ns per recorded call (ring buffer, user stack, reading) {}\n",
                 ns_cell(&halves(&round_added(every, slow)))
             ));
+        }
+        if let (Some(empty_stats), Some(profiler_stats)) = (
+            find(Config::EmptyStats, DupClose, Tracked::Me),
+            find(Config::ProfilerStats, DupClose, Tracked::Me),
+        ) {
+            out.push_str(&self_cost_lines(empty_stats, profiler_stats));
         }
         if let Some(bpftrace) = find(Config::Bpftrace, DupClose, Tracked::Me) {
             out.push_str(&format!(

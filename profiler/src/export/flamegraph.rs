@@ -200,6 +200,7 @@ mod tests {
             lost: 0,
             top: 10,
             groups: vec![group("a", 30_000_000), group("b", 10_000_000)],
+            ..SlowReport::default()
         };
         let svg = svg(None, &report).unwrap();
         // srv (root) spans the whole width; a (30 ms of 40) three quarters of it.

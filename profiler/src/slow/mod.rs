@@ -16,8 +16,8 @@ use std::{
     collections::HashMap,
     os::fd::AsRawFd as _,
     sync::{
-        Arc,
-        atomic::{AtomicBool, Ordering},
+        Arc, Mutex,
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     thread::JoinHandle,
     time::Duration,
@@ -34,14 +34,15 @@ use crate::{
     report::{document::Section, table::Table, units::duration},
 };
 
-/// `--slow` and `--slow-top`, shared by `attach` and `run`.
+/// `--slow` and `--slow-top`, shared by `attach`, `run` and `serve`.
 #[derive(Clone, Debug, Default, Args)]
 pub struct SlowArgs {
     /// Record every traced call at least this long (e.g. 1ms) with its kernel and user stacks,
     /// and print the slowest, grouped by stack (turns --off-cpu on).
     #[arg(long, value_name = "THRESHOLD", value_parser = parse_threshold)]
     pub slow: Option<Duration>,
-    /// How many stacks --slow prints, slowest call first.
+    /// How many stacks --slow prints, slowest call first (serve: keeps per flight-recorder
+    /// interval).
     #[arg(
         long,
         value_name = "N",
@@ -214,6 +215,18 @@ pub struct SlowReport {
     pub top: u32,
     /// One per syscall and pair of stacks, the group with the slowest call first.
     pub groups: Vec<SlowGroup>,
+    /// Groups left out to bound memory (`serve`'s flight recorder keeps `--slow-top` per
+    /// interval): their calls are in `recorded`, not in `groups`.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub groups_not_kept: u64,
+}
+
+#[expect(
+    clippy::trivially_copy_pass_by_ref,
+    reason = "serde's skip_serializing_if signature"
+)]
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl SlowReport {
@@ -223,6 +236,7 @@ impl SlowReport {
         self.top = self.top.max(other.top);
         self.recorded += other.recorded;
         self.lost += other.lost;
+        self.groups_not_kept += other.groups_not_kept;
         for group in &other.groups {
             let same = self.groups.iter_mut().find(|g| {
                 g.syscall == group.syscall
@@ -248,6 +262,12 @@ impl SlowReport {
             self.groups.len(),
             if self.groups.len() == 1 { "" } else { "s" },
         );
+        if self.groups_not_kept > 0 {
+            line.push_str(&format!(
+                " ({} more stacks, the least slow, not kept)",
+                self.groups_not_kept
+            ));
+        }
         if self.lost > 0 {
             line.push_str(&format!(
                 "; ring buffer full: {} slow calls not recorded",
@@ -443,10 +463,13 @@ struct Groups {
     unwinders: unwind::Unwinders,
     /// (pid, name, unwound addresses) → frames.
     unwound: HashMap<(u32, String, Vec<u64>), Vec<Frame>>,
-    #[expect(
-        clippy::struct_field_names,
-        reason = "the collector's groups of slow calls; `slow_groups` would only repeat the type"
-    )]
+    /// The groups so far, shared with [`Collector::take`].
+    grouped: Arc<Mutex<Grouped>>,
+}
+
+/// The slow calls grouped since the last [`Collector::take`].
+#[derive(Default)]
+struct Grouped {
     groups: HashMap<GroupKey, SlowGroup>,
     recorded: u64,
 }
@@ -539,8 +562,13 @@ impl Groups {
             kernel_stack: kernel.clone(),
             user_stack: user.clone(),
         };
-        self.recorded += 1;
-        self.groups
+        let mut grouped = self
+            .grouped
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        grouped.recorded += 1;
+        grouped
+            .groups
             .entry((call.slot, kernel, user))
             .and_modify(|g| g.absorb(&one))
             .or_insert(one);
@@ -601,7 +629,12 @@ fn addresses(stacks: &StackTraceMap<MapData>, id: i32) -> Option<Vec<u64>> {
 pub struct Collector {
     stop: Arc<AtomicBool>,
     reader: JoinHandle<SlowMaps>,
-    symbolizer: JoinHandle<(HashMap<GroupKey, SlowGroup>, u64)>,
+    symbolizer: JoinHandle<()>,
+    grouped: Arc<Mutex<Grouped>>,
+    /// The calls the ring buffer had no room for, as the reader last read them.
+    lost: Arc<AtomicU64>,
+    /// `lost` at the last [`Collector::take`].
+    lost_taken: u64,
     threshold: Duration,
     top: u32,
 }
@@ -634,6 +667,8 @@ impl Collector {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = Arc::clone(&stop);
         let (send, receive) = std::sync::mpsc::channel::<Arrived>();
+        let lost = Arc::new(AtomicU64::new(0));
+        let lost_seen = Arc::clone(&lost);
         let reader = std::thread::spawn(move || {
             let mut maps = maps;
             let mut processes = Processes::default();
@@ -641,6 +676,9 @@ impl Collector {
                 // Read the stop flag before draining, so the last drain follows the detach.
                 let stopping = flag.load(Ordering::Acquire);
                 read_records(&mut maps, &mut processes, since_ns, &send);
+                if let Ok(per_cpu) = maps.lost.get(&0, 0) {
+                    lost_seen.store(per_cpu.iter().sum(), Ordering::Release);
+                }
                 if stopping {
                     break;
                 }
@@ -648,6 +686,8 @@ impl Collector {
             }
             maps
         });
+        let grouped = Arc::new(Mutex::new(Grouped::default()));
+        let shared = Arc::clone(&grouped);
         let symbolizer = std::thread::spawn(move || {
             let mut groups = Groups {
                 syscalls,
@@ -656,50 +696,85 @@ impl Collector {
                 user: HashMap::new(),
                 unwinders: unwind::Unwinders::default(),
                 unwound: HashMap::new(),
-                groups: HashMap::new(),
-                recorded: 0,
+                grouped: shared,
             };
             groups.symbols.warm_up();
             for arrived in receive {
                 groups.add(arrived);
             }
-            (groups.groups, groups.recorded)
         });
         Self {
             stop,
             reader,
             symbolizer,
+            grouped,
+            lost,
+            lost_taken: 0,
             threshold,
             top,
         }
     }
 
-    /// Reads what is left (call it once the programs are detached) and returns the report.
+    /// The slow calls symbolized since the last take (or the start), and the ones the ring
+    /// buffer had no room for meanwhile, keeping at most `keep` groups, the slowest (the rest
+    /// are counted in [`SlowReport::groups_not_kept`]): `serve`'s flight recorder takes one per
+    /// interval while the collector runs on. A call still being symbolized goes to the next.
+    pub fn take(&mut self, keep: usize) -> SlowReport {
+        let taken = std::mem::take(
+            &mut *self
+                .grouped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let lost_now = self.lost.load(Ordering::Acquire);
+        let lost = lost_now.saturating_sub(self.lost_taken);
+        self.lost_taken = lost_now;
+        let mut report = Self::report(self.threshold, self.top, taken, lost);
+        if report.groups.len() > keep {
+            report.groups_not_kept = (report.groups.len() - keep) as u64;
+            report.groups.truncate(keep);
+        }
+        report
+    }
+
+    fn report(threshold: Duration, top: u32, grouped: Grouped, lost: u64) -> SlowReport {
+        let mut list: Vec<SlowGroup> = grouped.groups.into_values().collect();
+        sort_slowest_first(&mut list);
+        SlowReport {
+            threshold_ns: u64::try_from(threshold.as_nanos()).unwrap_or(u64::MAX),
+            recorded: grouped.recorded,
+            lost,
+            top,
+            groups: list,
+            groups_not_kept: 0,
+        }
+    }
+
+    /// Reads what is left (call it once the programs are detached) and returns the report:
+    /// every call since the start, or since the last [`Collector::take`].
     #[must_use]
     pub fn finish(self) -> SlowReport {
         self.stop.store(true, Ordering::Release);
-        let threshold_ns = u64::try_from(self.threshold.as_nanos()).unwrap_or(u64::MAX);
-        let joined = self.reader.join().ok().zip(self.symbolizer.join().ok());
-        let Some((maps, (groups, recorded))) = joined else {
-            return SlowReport {
-                threshold_ns,
-                top: self.top,
-                ..SlowReport::default()
-            };
-        };
-        let lost = maps
-            .lost
-            .get(&0, 0)
-            .map_or(0, |per_cpu| per_cpu.iter().sum());
-        let mut list: Vec<SlowGroup> = groups.into_values().collect();
-        sort_slowest_first(&mut list);
-        SlowReport {
-            threshold_ns,
-            recorded,
-            lost,
-            top: self.top,
-            groups: list,
+        let reader = self.reader.join().ok();
+        let symbolizer = self.symbolizer.join();
+        let grouped = std::mem::take(
+            &mut *self
+                .grouped
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let lost = reader
+            .and_then(|maps| maps.lost.get(&0, 0).ok())
+            .map_or(0, |per_cpu| per_cpu.iter().sum::<u64>())
+            .saturating_sub(self.lost_taken);
+        let report = Self::report(self.threshold, self.top, grouped, lost);
+        if symbolizer.is_err() {
+            // What it had grouped is kept; what came after is not, and that is said.
+            crate::errln!(
+                "warning: --slow: the symbolizer thread failed; the slow calls after its failure are not in the report"
+            );
         }
+        report
     }
 }
 
@@ -816,6 +891,7 @@ mod tests {
             lost: 1,
             top: 1,
             groups: vec![group("read", 20_000_000, 3, "slow_path")],
+            ..SlowReport::default()
         };
         let b = SlowReport {
             threshold_ns: 10_000_000,
@@ -826,6 +902,7 @@ mod tests {
                 group("read", 30_000_000, 1, "slow_path"),
                 group("read", 25_000_000, 1, "other"),
             ],
+            ..SlowReport::default()
         };
         a.merge(&b);
         assert_eq!((a.recorded, a.lost, a.groups.len()), (5, 1, 2));
