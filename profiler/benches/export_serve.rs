@@ -17,12 +17,9 @@ use std::{
     time::{Duration, Instant},
 };
 
-use profiler::{
-    cli::ExportArgs,
-    export::{
-        Exporter, csv::Csv, hdr, html::Html, json::Json, markdown::Markdown,
-        prometheus::Prometheus, write_exports,
-    },
+use profiler::export::{
+    ExportArgs, Exporter, csv::Csv, hdr, html::Html, json::Json, markdown::Markdown,
+    prometheus::Prometheus, write_exports,
 };
 use synthetic::{Shape, run_data};
 

@@ -1,18 +1,17 @@
-//! The command line: the subcommands, composed from the option structs each command's module
-//! defines (`export::ExportArgs`, `run::options::RunArgs`, ...). Nothing below `main.rs` imports
-//! this module.
+//! The command line, in the binary: the subcommands, composed from the option structs each
+//! command's module defines (`export::ExportArgs`, `run::options::RunArgs`, ...). The library
+//! cannot import it.
 
 use std::{net::SocketAddr, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
-
-use crate::bpf::DEFAULT_SYSCALLS;
-pub use crate::{
+use profiler::{
     bench::overhead::OverheadArgs,
+    bpf::DEFAULT_SYSCALLS,
     diff::DiffArgs,
     export::{ExportArgs, otlp::OtlpArgs},
     parse::{parse_duration, parse_interval},
-    run::options::{Preset, RunArgs},
+    run::options::RunArgs,
     slow::SlowArgs,
 };
 
@@ -28,7 +27,7 @@ pub struct Cli {
     /// auto (the default; PROFILER_ATTACH sets another) uses fentry where it loads and says
     /// why not with -vv.
     #[arg(long = "attach", global = true, value_enum, value_name = "HOW")]
-    pub syscall_attach: Option<crate::bpf::SyscallAttach>,
+    pub syscall_attach: Option<profiler::bpf::SyscallAttach>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -308,7 +307,7 @@ pub struct ServeArgs {
     /// Write a recording when an interval's latency quantile of a syscall crosses a threshold,
     /// e.g. close:p99>1ms (repeatable; at most one recording per window).
     #[arg(long, value_name = "SYSCALL:pQ>DURATION")]
-    pub record_when: Vec<crate::recorder::Trigger>,
+    pub record_when: Vec<profiler::recorder::Trigger>,
     /// Where SIGUSR2 and --record-when write recordings (default: $TMPDIR, else /tmp); checked
     /// writable once --user has dropped root.
     #[arg(long, value_name = "DIR")]

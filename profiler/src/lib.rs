@@ -31,7 +31,6 @@ pub mod bench;
 pub mod bpf;
 pub mod c2c_timer;
 pub mod cgroup;
-pub mod cli;
 pub mod comparison;
 pub mod container;
 pub mod diff;

@@ -10,9 +10,12 @@ use profiler::{
     bench,
     bpf::{Syscall, SyscallAttach},
     c2c_timer::KernelSyscallTimer,
-    cli::{BenchCommand, C2cArgs, Cli, Command},
     trace::TraceRequest,
 };
+
+use crate::cli::{BenchCommand, C2cArgs, Cli, Command};
+
+mod cli;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -87,7 +90,7 @@ fn run(cli: Cli) -> Result<i32> {
         Command::Run(args) => profiler::run::main(&args, cli.syscall_attach),
         Command::Diff(args) => profiler::diff::main(&args),
         Command::GenerateAssets { dir } => {
-            profiler::cli::generate_assets(&dir)?;
+            cli::generate_assets(&dir)?;
             Ok(0)
         }
         Command::C2c(args) => run_c2c(&args, cli.syscall_attach),
