@@ -163,6 +163,9 @@ pub struct SyscallStats {
     pub blocked_ns: u64,
     /// With `--off-cpu`: the calls' time runnable but not running, ns.
     pub runnable_ns: u64,
+    /// Where the slot histograms its return value (`EVENTS`: epoll's events, the read/write
+    /// family's bytes), the sum of the successful calls' return values.
+    pub returned: u64,
 }
 
 /// Everything the exit program updates for one syscall on one CPU, in one map value so the hot

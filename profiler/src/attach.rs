@@ -319,11 +319,11 @@ fn histograms(snapshot: &Snapshot) -> String {
             &s.latency,
             true,
         ));
-        if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
+        if let Some(r) = s.returned.as_ref().filter(|r| r.per_call.total() > 0) {
             out.push('\n');
             out.push_str(&log2_histogram(
-                &format!("{} events per call", s.name),
-                events,
+                &format!("{} {} per call", s.name, r.unit.key()),
+                &r.per_call,
                 false,
             ));
         }

@@ -88,6 +88,10 @@ pub enum SetupError {
     /// `--attach fentry` where the kernel cannot give it (why).
     #[error("--attach fentry: {0}; use --attach tracepoint (or auto, which falls back by itself)")]
     FentryUnavailable(String),
+    /// Under `auto`, the kernel refused fentry at attach (why): `Session::start` loads the
+    /// programs again for the tracepoints; never shown unless that load fails too.
+    #[error("fentry was refused at attach ({0}), and the tracepoints could not be loaded")]
+    FentryRefusedAtAttach(String),
 
     /// `PROFILER_ATTACH` names no front end.
     #[error("{0}")]

@@ -8,7 +8,7 @@ use profiler_common::{
 use serde::Serialize;
 
 /// A kernel log-linear histogram (32 sub-buckets per power of two, exact below 64), merged over
-/// CPUs. Values are ns for latencies, or counts for events per call.
+/// CPUs. Values are ns for latencies, or counts for events and bytes per call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LatencyHistogram {
     counts: Vec<u64>,
@@ -178,6 +178,147 @@ impl ErrnoCounts {
     }
 }
 
+/// What a syscall's return value counts, where the kernel histograms it per call: the ready
+/// events of the epoll calls, the bytes of the read/write family. Every report and export
+/// shows a histogram of it as "{key} per call", named, described and bucketed from here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReturnUnit {
+    /// Ready events (epoll_wait, epoll_pwait, epoll_pwait2).
+    Events,
+    /// Bytes read or written (the read/write family).
+    Bytes,
+}
+
+impl ReturnUnit {
+    /// Every unit, in the order the exports list them.
+    pub const ALL: [Self; 2] = [Self::Events, Self::Bytes];
+
+    /// What `syscall`'s return value counts, if the kernel histograms it: the one list.
+    #[must_use]
+    pub fn of(syscall: &str) -> Option<Self> {
+        match syscall {
+            "epoll_wait" | "epoll_pwait" | "epoll_pwait2" => Some(Self::Events),
+            "read" | "write" | "recvfrom" | "sendto" | "readv" | "writev" | "recvmsg"
+            | "sendmsg" | "pread64" | "pwrite64" => Some(Self::Bytes),
+            _ => None,
+        }
+    }
+
+    /// `events` or `bytes`: "{key} per call", JSON's `{key}_per_call`, Prometheus's
+    /// `syscall_{key}_per_call`.
+    #[must_use]
+    pub fn key(self) -> &'static str {
+        match self {
+            Self::Events => "events",
+            Self::Bytes => "bytes",
+        }
+    }
+
+    /// The Prometheus histogram's help.
+    #[must_use]
+    pub fn help(self) -> &'static str {
+        match self {
+            Self::Events => "Ready events returned per epoll call.",
+            Self::Bytes => {
+                "Bytes transferred per successful call of the read/write family (its return value)."
+            }
+        }
+    }
+
+    /// What a call that returned 0 did: "no event", "0 bytes (end of file, or nothing
+    /// written)".
+    #[must_use]
+    pub fn zero(self) -> &'static str {
+        match self {
+            Self::Events => "no event",
+            Self::Bytes => "0 bytes (end of file, or nothing written)",
+        }
+    }
+
+    /// Prometheus bucket upper bounds, each the `high` of a kernel bucket: 0, then `2^k - 1`
+    /// for k = 1..=16 (events: exact kernel buckets), or every other power of two up to 16 MiB
+    /// (bytes).
+    #[must_use]
+    pub fn bounds(self) -> Vec<u64> {
+        let top = match self {
+            Self::Events => (1..=16).collect::<Vec<u32>>(),
+            Self::Bytes => (1..=12).map(|k| 2 * k).collect(),
+        };
+        std::iter::once(0)
+            .chain(top.into_iter().map(|k| (1u64 << k) - 1))
+            .collect()
+    }
+}
+
+/// What the calls of a syscall returned, per call, and what that counts.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Returned {
+    /// What the return value counts.
+    pub unit: ReturnUnit,
+    /// One value per successful call (failed calls return an errno, not a count), in the
+    /// kernel's buckets (exact below 64, then 1/32 of the value wide).
+    pub per_call: LatencyHistogram,
+    /// The exact sum of those values.
+    pub total: u64,
+}
+
+impl Returned {
+    /// The exact mean per successful call (0 without one).
+    #[must_use]
+    pub fn mean(&self) -> f64 {
+        self.total as f64 / self.per_call.total().max(1) as f64
+    }
+
+    /// The bucket that holds quantile `q`, as `(low, high)`: "4096" where it holds one value,
+    /// "4096–4223" where it is wider (a bucket's midpoint would print 4159 for reads that all
+    /// returned 4096).
+    #[must_use]
+    pub fn quantile_text(&self, q: f64) -> String {
+        let total = self.per_call.total();
+        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
+        let mut seen = 0;
+        for b in self.per_call.buckets() {
+            seen += b.count;
+            if seen >= rank {
+                return if b.low == b.high {
+                    b.low.to_string()
+                } else {
+                    format!("{}–{}", b.low, b.high)
+                };
+            }
+        }
+        "-".to_owned()
+    }
+
+    /// The share of calls that returned 0 (no event; end of file).
+    #[must_use]
+    pub fn zero_share(&self) -> f64 {
+        let zero: u64 = self
+            .per_call
+            .buckets()
+            .filter(|b| b.high == 0)
+            .map(|b| b.count)
+            .sum();
+        zero as f64 / self.per_call.total().max(1) as f64
+    }
+
+    /// "2.10 events per call (p50 2, p99 7, max 9), no event in 3.2% of calls", or the same
+    /// in bytes (quantiles as the kernel's buckets where they hold several values).
+    #[must_use]
+    pub fn line(&self) -> String {
+        format!(
+            "{:.2} {} per call (p50 {}, p99 {}, max {}), {} in {:.1}% of calls",
+            self.mean(),
+            self.unit.key(),
+            self.quantile_text(0.5),
+            self.quantile_text(0.99),
+            self.quantile_text(1.0),
+            self.unit.zero(),
+            100.0 * self.zero_share()
+        )
+    }
+}
+
 /// Everything measured for one syscall.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SyscallSummary {
@@ -197,8 +338,9 @@ pub struct SyscallSummary {
     pub dropped: u64,
     /// Latency distribution, ns.
     pub latency: LatencyHistogram,
-    /// Events returned per call (epoll_wait and friends), else `None`.
-    pub events: Option<LatencyHistogram>,
+    /// What the calls returned, per call, where the return value is a count
+    /// ([`ReturnUnit::of`]: epoll's events, the read/write family's bytes), else `None`.
+    pub returned: Option<Returned>,
     /// With `--off-cpu`: where the calls' time went, on or off the CPU; else `None`.
     pub off_cpu: Option<OffCpuSplit>,
 }
@@ -248,8 +390,8 @@ impl SyscallSummary {
         ))
     }
 
-    /// One CPU's counters of one slot as read from the kernel (`SYSCALLS`); the events
-    /// histogram is read from its own map. With `off_cpu`, the split too.
+    /// One CPU's counters of one slot as read from the kernel (`SYSCALLS`); the histogram of
+    /// returned counts is read from its own map. With `off_cpu`, the split too.
     #[must_use]
     pub fn of_slot(name: &str, slot: &SyscallSlot, off_cpu: bool) -> Self {
         let s = &slot.stats;
@@ -264,7 +406,12 @@ impl SyscallSummary {
             max_ns: s.max_ns,
             dropped: s.dropped,
             latency,
-            events: None,
+            // The histogram is in its own map: the caller adds it.
+            returned: ReturnUnit::of(name).map(|unit| Returned {
+                unit,
+                per_call: LatencyHistogram::default(),
+                total: s.returned,
+            }),
             off_cpu: off_cpu.then(|| {
                 let mut on_cpu = LatencyHistogram::default();
                 on_cpu.add_counts(&slot.on_cpu.counts);
@@ -279,7 +426,7 @@ impl SyscallSummary {
 
     /// Adds `other` (the same syscall on another CPU, or in another run) into this one: the
     /// one merge, used for the kernel's per-CPU values and for runs alike. Events and the
-    /// off-CPU split merge where both sides have them.
+    /// off-CPU split, and the returned counts, merge where both sides have them.
     pub fn add(&mut self, other: &Self) {
         if other.calls > 0 && (self.calls == 0 || other.min_ns < self.min_ns) {
             self.min_ns = other.min_ns;
@@ -292,8 +439,9 @@ impl SyscallSummary {
             *a += b;
         }
         self.latency.merge(&other.latency);
-        if let (Some(a), Some(b)) = (&mut self.events, &other.events) {
-            a.merge(b);
+        if let (Some(a), Some(b)) = (&mut self.returned, &other.returned) {
+            a.per_call.merge(&b.per_call);
+            a.total += b.total;
         }
         if let (Some(a), Some(b)) = (&mut self.off_cpu, &other.off_cpu) {
             a.add(b);
@@ -342,8 +490,12 @@ impl SyscallSummary {
             max_ns: max_ns.min(self.max_ns),
             dropped: self.dropped.saturating_sub(earlier.dropped),
             latency,
-            events: match (&self.events, &earlier.events) {
-                (Some(a), Some(b)) => Some(a.since(b)),
+            returned: match (&self.returned, &earlier.returned) {
+                (Some(a), Some(b)) => Some(Returned {
+                    unit: a.unit,
+                    per_call: a.per_call.since(&b.per_call),
+                    total: a.total.saturating_sub(b.total),
+                }),
                 (a, _) => a.clone(),
             },
             off_cpu: match (&self.off_cpu, &earlier.off_cpu) {

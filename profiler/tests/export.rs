@@ -11,11 +11,11 @@ use std::{
 };
 
 use profiler::{
-    cli::ExportArgs,
     export::{
-        ExportData, Exporter, csv::Csv, hdr, html::Html, json::Json, markdown::Markdown,
-        prometheus::Prometheus, write_exports,
+        ExportArgs, ExportData, Exporter, csv::Csv, hdr, html::Html, json::Json,
+        markdown::Markdown, prometheus::Prometheus, write_exports,
     },
+    stats::ReturnUnit,
 };
 
 #[path = "fixtures/synthetic.rs"]
@@ -81,7 +81,16 @@ fn json_has_schema_version_metadata_and_buckets_that_add_up_to_the_calls() {
                 s["p99_ns"].as_u64().unwrap(),
                 o.latency.value_at_quantile(0.99)
             );
-            assert_eq!(s["events_per_call"].is_null(), o.events.is_none());
+            for unit in ReturnUnit::ALL {
+                let of_unit = o.returned.as_ref().is_some_and(|r| r.unit == unit);
+                let field = &s[format!("{}_per_call", unit.key())];
+                assert_eq!(!field.is_null(), of_unit, "{}: {field}", o.name);
+                if of_unit {
+                    let r = o.returned.as_ref().unwrap();
+                    assert_eq!(field["calls"].as_u64(), Some(r.per_call.total()));
+                    assert!((field["zero_share"].as_f64().unwrap() - r.zero_share()).abs() < 1e-9);
+                }
+            }
             if o.errors.total() > 0 {
                 assert_eq!(
                     s["errors"]["by_errno"]["EAGAIN"].as_u64().unwrap(),

@@ -375,6 +375,79 @@ fn pipe_read_waiting_20ms_measures_20ms() {
     );
 }
 
+/// Bytes per call: the read/write family's return values, histogrammed per successful call:
+/// 10 writes of 1000 bytes to /dev/null, 5 reads of 4096 from /dev/zero, 3 reads at the end of
+/// a pipe (0 bytes) and 2 failed reads (EBADF, in no histogram).
+#[test]
+fn the_read_write_family_histograms_the_bytes_of_each_call() {
+    use profiler::stats::ReturnUnit;
+    let _serial = serial();
+    let session = {
+        let mut s = session(&["read", "write"], Target::Processes(vec![]));
+        let child = Child::stopped(|| {
+            // SAFETY: plain calls on descriptors this child opens, into its own buffer.
+            unsafe {
+                let mut buf = [0u8; 4096];
+                let null = libc::open(c"/dev/null".as_ptr(), libc::O_WRONLY);
+                let zero = libc::open(c"/dev/zero".as_ptr(), libc::O_RDONLY);
+                for _ in 0..10 {
+                    libc::write(null, buf.as_ptr().cast(), 1000);
+                }
+                for _ in 0..5 {
+                    libc::read(zero, buf.as_mut_ptr().cast(), 4096);
+                }
+                let mut pipe = [0; 2];
+                libc::pipe(pipe.as_mut_ptr());
+                libc::close(pipe[1]);
+                for _ in 0..3 {
+                    libc::read(pipe[0], buf.as_mut_ptr().cast(), 16);
+                }
+                for _ in 0..2 {
+                    libc::read(-1, buf.as_mut_ptr().cast(), 16);
+                }
+            }
+        });
+        s.track(child.pid()).unwrap();
+        child.resume();
+        child.join();
+        s
+    };
+    let snap = snapshot(&session);
+    let write = snap.syscall("write").unwrap();
+    let read = snap.syscall("read").unwrap();
+    assert_eq!((write.calls, read.calls), (10, 10));
+    let bytes = |s: &profiler::stats::SyscallSummary| {
+        let r = s
+            .returned
+            .clone()
+            .expect("the read/write family histograms its bytes");
+        assert_eq!(r.unit, ReturnUnit::Bytes);
+        r
+    };
+    // A value is its kernel bucket's midpoint, within 1/64 of it.
+    let near = |v: u64, exact: u64| v.abs_diff(exact) <= exact / 64 + 1;
+    let w = bytes(write);
+    assert_eq!((w.per_call.total(), w.total), (10, 10_000), "{}", w.line());
+    assert!(
+        near(w.per_call.value_at_quantile(0.0), 1000)
+            && near(w.per_call.value_at_quantile(1.0), 1000),
+        "{}",
+        w.line()
+    );
+    let r = bytes(read);
+    assert_eq!(
+        r.per_call.total(),
+        8,
+        "the failed reads are in no histogram"
+    );
+    assert!((r.zero_share() - 3.0 / 8.0).abs() < 1e-9, "{}", r.line());
+    assert!(
+        near(r.per_call.value_at_quantile(1.0), 4096),
+        "{}",
+        r.line()
+    );
+}
+
 #[test]
 fn epoll_wait_timeout_on_empty_set_measures_10ms_and_no_events() {
     let _serial = serial();
@@ -416,10 +489,12 @@ fn epoll_wait_timeout_on_empty_set_measures_10ms_and_no_events() {
         (10_000_000..=upper).contains(&p50),
         "p50 {p50} ns is not between 10 ms and {upper} ns (the waits took {elapsed_per_wait} ns each)"
     );
-    let events = wait
-        .events
+    let returned = wait
+        .returned
         .as_ref()
         .expect("epoll syscalls histogram their events");
+    assert_eq!(returned.unit, profiler::stats::ReturnUnit::Events);
+    let events = &returned.per_call;
     assert_eq!(events.total(), WAITS);
     assert_eq!(
         events.value_at_quantile(1.0),

@@ -223,6 +223,7 @@ pub(crate) fn account<C: StackIdContext>(
         && !failed
         && let Some(events) = EVENTS.get_ptr_mut(slot)
     {
+        data.stats.returned += ret as u64;
         let bucket = bucket_index(ret as u64) as usize & (HIST_BUCKETS - 1);
         // SAFETY: per-CPU value, as above.
         if let Some(count) = unsafe { &mut *events }.counts.get_mut(bucket) {

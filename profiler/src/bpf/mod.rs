@@ -293,7 +293,22 @@ impl Drop for Session {
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
-        Self::load(config).map_err(environment::explain_lockdown)
+        match Self::load(config) {
+            // fentry, planned under auto, refused at attach (a lockdown the pre-check could not
+            // read: securityfs unmounted): loaded again for the tracepoints, so that what is
+            // frozen at load (every call counted inside the compat pair) is what they need.
+            Err(SetupError::FentryRefusedAtAttach(why)) => {
+                let mut session = Self::load(&SessionConfig {
+                    syscall_attach: Some(SyscallAttach::Tracepoint),
+                    ..config.clone()
+                })?;
+                log::debug!("syscalls on their tracepoints, not fentry: {why}");
+                session.syscall_front = SyscallFront::Tracepoint(Some(why));
+                Ok(session)
+            }
+            other => other,
+        }
+        .map_err(environment::explain_lockdown)
     }
 
     fn load(config: &SessionConfig) -> Result<Self, SetupError> {
@@ -408,8 +423,8 @@ impl Session {
         };
         // Where the compat programs will run (the tracepoint front end with 32-bit timing),
         // they count every call too, at a map lookup per syscall; decided before load, from
-        // the planned front end (a fentry front end that falls back to the tracepoints then
-        // measures no share left out unless --syscalls all asked: see `attach_every`).
+        // the planned front end (a fentry front end refused at attach is loaded again for the
+        // tracepoints: `Session::start`).
         let count_in_compat = compat
             && config.programs == Programs::Profiler
             && matches!(syscall_front, SyscallFront::Tracepoint(_))
@@ -754,20 +769,23 @@ impl Session {
             let mut summary = SyscallSummary {
                 name: syscall.name.clone(),
                 off_cpu: self.off_cpu.then(OffCpuSplit::default),
+                returned: syscall.return_unit().map(|unit| crate::stats::Returned {
+                    unit,
+                    per_call: LatencyHistogram::default(),
+                    total: 0,
+                }),
                 ..Default::default()
             };
             for cpu in per_cpu.iter() {
                 summary.add(&SyscallSummary::of_slot(&syscall.name, cpu, self.off_cpu));
             }
-            if syscall.returns_events() {
+            if let Some(returned) = &mut summary.returned {
                 let per_cpu = events
                     .get(&slot, 0)
                     .map_err(|e| SetupError::bpf("reading EVENTS", e))?;
-                let mut hist = LatencyHistogram::default();
                 for cpu in per_cpu.iter() {
-                    hist.add_counts(&cpu.counts);
+                    returned.per_call.add_counts(&cpu.counts);
                 }
-                summary.events = Some(hist);
             }
             syscalls.push(summary);
         }
@@ -1265,8 +1283,9 @@ impl Session {
         Ok(())
     }
 
-    /// The syscall programs on `front`; under `auto`, a kernel that refuses fentry (locked
-    /// down) gets the tracepoints, and the session says why.
+    /// The syscall programs on `front`; under `auto`, a kernel that refuses fentry here
+    /// (locked down) is [`SetupError::FentryRefusedAtAttach`], on which `Session::start`
+    /// loads the programs again for the tracepoints and says why.
     fn attach_syscalls(
         &mut self,
         programs: Programs,
@@ -1283,15 +1302,15 @@ impl Session {
                 Err(e) => {
                     attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
                     let why = why_fentry_refused(&e);
-                    if attach == SyscallAttach::Fentry {
-                        return Err(SetupError::FentryUnavailable(why));
-                    }
-                    self.syscall_front = SyscallFront::Tracepoint(Some(why));
+                    return Err(if attach == SyscallAttach::Fentry {
+                        SetupError::FentryUnavailable(why)
+                    } else {
+                        SetupError::FentryRefusedAtAttach(why)
+                    });
                 }
             }
-        } else {
-            self.syscall_front = front;
         }
+        self.syscall_front = front;
         if let SyscallFront::Tracepoint(Some(why)) = &self.syscall_front {
             log::debug!("syscalls on their tracepoints, not fentry: {why}");
         }
@@ -1566,7 +1585,7 @@ impl BpfStats {
 /// A syscall's slot-table entry: its slot, and its flags (an event count returned, a return
 /// in a new child).
 fn slot_entry(slot: usize, s: &Syscall) -> u32 {
-    let mut entry = encode_slot_entry(slot as u32, s.returns_events());
+    let mut entry = encode_slot_entry(slot as u32, s.return_unit().is_some());
     if s.forks() {
         entry |= profiler_common::SLOT_FLAG_FORKS;
     }

@@ -67,13 +67,11 @@ pub struct Syscall {
 const NEVER_RETURN: &[&str] = &["exit", "exit_group", "rt_sigreturn", "sigreturn"];
 
 impl Syscall {
-    /// Whether the call returns a count of ready events (histogrammed per call).
+    /// What the call's return value counts, where the kernel histograms it per call (events,
+    /// bytes): [`ReturnUnit::of`](crate::stats::ReturnUnit::of).
     #[must_use]
-    pub fn returns_events(&self) -> bool {
-        matches!(
-            self.name.as_str(),
-            "epoll_wait" | "epoll_pwait" | "epoll_pwait2"
-        )
+    pub fn return_unit(&self) -> Option<crate::stats::ReturnUnit> {
+        crate::stats::ReturnUnit::of(&self.name)
     }
 
     /// Whether the syscall returns twice, once in a new child (whose return is not a call).

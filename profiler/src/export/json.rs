@@ -15,8 +15,7 @@ use super::{
 use crate::{
     report,
     stats::{
-        Bucket, Figure, LatencyHistogram, QUANTILES, Snapshot, SyscallSummary, Value,
-        syscall_figures,
+        Bucket, Figure, QUANTILES, ReturnUnit, Snapshot, SyscallSummary, Value, syscall_figures,
     },
 };
 
@@ -215,7 +214,10 @@ struct SyscallJson<'a> {
     errors: ErrorsJson,
     calls_per_request: Option<f64>,
     latency_buckets: Vec<Bucket>,
-    events_per_call: Option<EventsJson>,
+    /// `events_per_call` (the epoll calls) and `bytes_per_call` (the read/write family): the
+    /// one of [`crate::stats::ReturnUnit`] the syscall returns, or both null.
+    events_per_call: Option<ReturnedJson>,
+    bytes_per_call: Option<ReturnedJson>,
     off_cpu: Option<OffCpuJson>,
 }
 
@@ -254,7 +256,8 @@ impl<'a> SyscallJson<'a> {
             },
             calls_per_request: m.calls_per_request(s),
             latency_buckets: s.latency.buckets().collect(),
-            events_per_call: s.events.as_ref().map(EventsJson::from),
+            events_per_call: returned(s, ReturnUnit::Events),
+            bytes_per_call: returned(s, ReturnUnit::Bytes),
             off_cpu: s.time_split().zip(s.off_cpu.as_ref()).map(
                 |((on_cpu_ns, blocked_ns, runnable_ns), split)| OffCpuJson {
                     on_cpu_ns,
@@ -276,26 +279,33 @@ struct ErrorsJson {
 }
 
 #[derive(Serialize)]
-struct EventsJson {
+struct ReturnedJson {
     calls: u64,
+    /// The exact sum of the returned values.
+    total: u64,
     mean: f64,
     p50: u64,
     p99: u64,
     max: u64,
+    /// The share of calls that returned 0 (no event; end of file).
+    zero_share: f64,
     buckets: Vec<Bucket>,
 }
 
-impl From<&LatencyHistogram> for EventsJson {
-    fn from(h: &LatencyHistogram) -> Self {
-        Self {
-            calls: h.total(),
-            mean: h.mean(),
-            p50: h.value_at_quantile(0.5),
-            p99: h.value_at_quantile(0.99),
-            max: h.range().map_or(0, |r| r.1),
-            buckets: h.buckets().collect(),
-        }
-    }
+/// `s`'s histogram of returned counts if they count `unit`.
+fn returned(s: &SyscallSummary, unit: ReturnUnit) -> Option<ReturnedJson> {
+    let r = s.returned.as_ref().filter(|r| r.unit == unit)?;
+    let h = &r.per_call;
+    Some(ReturnedJson {
+        calls: h.total(),
+        total: r.total,
+        mean: r.mean(),
+        p50: h.value_at_quantile(0.5),
+        p99: h.value_at_quantile(0.99),
+        max: h.range().map_or(0, |r| r.1),
+        zero_share: r.zero_share(),
+        buckets: h.buckets().collect(),
+    })
 }
 
 #[derive(Serialize)]

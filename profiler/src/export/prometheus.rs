@@ -12,7 +12,7 @@ use anyhow::Result;
 use profiler_common::{DropReason, MAX_TRACKABLE_VALUE};
 
 use super::{ExportData, Exporter, Measurement, json::drop_reason_key};
-use crate::stats::{LatencyHistogram, syscall_figures};
+use crate::stats::{LatencyHistogram, ReturnUnit, syscall_figures};
 
 /// The Prometheus text format.
 #[derive(Clone, Copy, Debug, Default)]
@@ -38,12 +38,9 @@ pub fn latency_bounds_ns() -> Vec<u64> {
     (6..=36).map(|k| (1u64 << k) - 1).collect()
 }
 
-/// Events-per-call bucket upper bounds: 0, then `2^k - 1` for k = 1..=16 (exact kernel buckets).
-#[must_use]
-pub fn events_bounds() -> Vec<u64> {
-    std::iter::once(0)
-        .chain((1..=16).map(|k| (1u64 << k) - 1))
-        .collect()
+/// `s`'s histogram of returned counts, if they count `unit`.
+fn of_unit(s: &crate::stats::SyscallSummary, unit: ReturnUnit) -> Option<&crate::stats::Returned> {
+    s.returned.as_ref().filter(|r| r.unit == unit)
 }
 
 /// Cumulative counts at each bound (`<= bound`), then the total for `+Inf`. When the kernel
@@ -102,8 +99,6 @@ pub fn render(data: &ExportData) -> String {
         .iter()
         .map(|ns| format_float(*ns as f64 / 1e9))
         .collect();
-    let events_bounds = events_bounds();
-    let events_le: Vec<String> = events_bounds.iter().map(u64::to_string).collect();
 
     family(
         &mut out,
@@ -235,30 +230,32 @@ pub fn render(data: &ExportData) -> String {
             }
         }
     }
-    if summaries
-        .iter()
-        .any(|m| m.syscalls.syscalls.iter().any(|s| s.events.is_some()))
-    {
-        family(
-            &mut out,
-            "syscall_events_per_call",
-            "histogram",
-            "Ready events returned per epoll call.",
-        );
+    for unit in ReturnUnit::ALL {
+        if !summaries.iter().any(|m| {
+            m.syscalls
+                .syscalls
+                .iter()
+                .any(|s| of_unit(s, unit).is_some())
+        }) {
+            continue;
+        }
+        let name = format!("syscall_{}_per_call", unit.key());
+        let bounds = unit.bounds();
+        let le: Vec<String> = bounds.iter().map(u64::to_string).collect();
+        family(&mut out, &name, "histogram", unit.help());
         for m in &summaries {
             for s in &m.syscalls.syscalls {
-                if let Some(events) = &s.events {
+                if let Some(r) = of_unit(s, unit) {
                     let labels = labels(m, &s.name);
-                    let (counts, total) = cumulative(events, &events_bounds, false);
-                    let sum: f64 = events.mean() * events.total() as f64;
+                    let (counts, total) = cumulative(&r.per_call, &bounds, false);
                     histogram(
                         &mut out,
-                        "syscall_events_per_call",
+                        &name,
                         &labels,
-                        &events_le,
+                        &le,
                         &counts,
                         total,
-                        sum.round(),
+                        r.total as f64,
                     );
                 }
             }
@@ -456,7 +453,10 @@ mod tests {
 
     #[test]
     fn every_bound_is_the_high_of_a_kernel_bucket() {
-        for b in latency_bounds_ns().into_iter().chain(events_bounds()) {
+        for b in latency_bounds_ns()
+            .into_iter()
+            .chain(ReturnUnit::ALL.into_iter().flat_map(ReturnUnit::bounds))
+        {
             assert_eq!(
                 bucket_upper_bound(bucket_index(b)),
                 b,

@@ -175,21 +175,8 @@ pub fn syscall_summary(
     }
     let mut notes = Vec::new();
     for s in &snapshot.syscalls {
-        if let Some(events) = s.events.as_ref().filter(|e| e.total() > 0) {
-            let zero: u64 = events
-                .buckets()
-                .filter(|b| b.high == 0)
-                .map(|b| b.count)
-                .sum();
-            notes.push(format!(
-                "{}: {:.2} events per call (p50 {}, p99 {}, max {}), no event in {} of calls",
-                s.name,
-                events.mean(),
-                events.value_at_quantile(0.5),
-                events.value_at_quantile(0.99),
-                events.range().map_or(0, |r| r.1),
-                percent(zero as f64, events.total() as f64),
-            ));
+        if let Some(r) = s.returned.as_ref().filter(|r| r.per_call.total() > 0) {
+            notes.push(format!("{}: {}", s.name, r.line()));
         }
     }
     let lost = snapshot.dropped.lost();

@@ -18,7 +18,7 @@ use crate::{
         units::{duration, duration_ns, percent},
     },
     samples::{Spread, gini, median, outliers},
-    stats::{Snapshot, calls_per_request, per_request},
+    stats::{ReturnUnit, Snapshot, calls_per_request, per_request},
 };
 
 /// The whole report.
@@ -717,14 +717,8 @@ fn syscall_section(s: &ScenarioResult) -> Option<Section> {
                 percent(x.total_ns as f64, total_time),
             ]);
             table.row(row);
-            if let Some(e) = x.events.as_ref().filter(|e| e.total() > 0) {
-                events.push(format!(
-                    "{} {}: {:.2} events per call (p99 {})",
-                    v.variant,
-                    x.name,
-                    e.mean(),
-                    e.value_at_quantile(0.99)
-                ));
+            if let Some(r) = x.returned.as_ref().filter(|r| r.per_call.total() > 0) {
+                events.push(format!("{} {}: {}", v.variant, x.name, r.line()));
             }
         }
         let lost = merged.dropped.lost();
@@ -1037,19 +1031,24 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     table.row(row("syscall time/req", &|_, m, req| {
         per_request(m.total_ns() as f64, req).map_or_else(|| "-".to_owned(), duration_ns)
     }));
-    table.row(row("epoll events/call", &|_, m, _| {
-        let mut h = crate::stats::LatencyHistogram::default();
-        let mut any = false;
-        for x in m.syscalls.iter().filter_map(|x| x.events.as_ref()) {
-            h.merge(x);
-            any = true;
-        }
-        if any && h.total() > 0 {
-            format!("{:.2}", h.mean())
-        } else {
-            "-".to_owned()
-        }
-    }));
+    for (unit, label) in [
+        (ReturnUnit::Events, "epoll events/call"),
+        (ReturnUnit::Bytes, "bytes/read or write"),
+    ] {
+        table.row(row(label, &|_, m, _| {
+            let mut h = crate::stats::LatencyHistogram::default();
+            for r in m.syscalls.iter().filter_map(|x| x.returned.as_ref()) {
+                if r.unit == unit {
+                    h.merge(&r.per_call);
+                }
+            }
+            if h.total() > 0 {
+                format!("{:.2}", h.mean())
+            } else {
+                "-".to_owned()
+            }
+        }));
+    }
     table.row(row("server CPU/req", &|v, _, _| {
         let (ns, req) = v
             .of_kind(RunKind::Profiled)
