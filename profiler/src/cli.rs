@@ -7,12 +7,13 @@ use std::{net::SocketAddr, time::Duration};
 use clap::{Args, Parser, Subcommand};
 use profiler::{
     bench::overhead::OverheadArgs,
-    bpf::DEFAULT_SYSCALLS,
+    bpf::{DEFAULT_SYSCALLS, Syscall, SyscallAttach},
     diff::DiffArgs,
     export::{ExportArgs, otlp::OtlpArgs},
     parse::{parse_duration, parse_interval},
     run::options::RunArgs,
     slow::SlowArgs,
+    trace::TraceRequest,
 };
 
 /// Per-syscall latency of network servers, measured in the kernel with eBPF.
@@ -172,43 +173,16 @@ pub fn parse_cpu_pair(s: &str) -> Result<(usize, usize), String> {
     profiler attach --pid 1234 --pid 1240 --interval 1s --hist
     profiler attach --syscalls accept4,close,epoll_wait,read,write -- ./server --port 8080")]
 pub struct AttachArgs {
-    /// A process to trace (repeatable); the children it forks are followed.
-    #[arg(short, long = "pid", value_name = "PID", conflicts_with = "command")]
-    pub pids: Vec<u32>,
-    /// Trace every process on the machine.
-    #[arg(long, conflicts_with_all = ["pids", "command"])]
-    pub all: bool,
+    /// What to trace, and how.
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// Trace only the processes named: not the children they had already forked (found in
     /// /proc), nor those they fork from now on.
     #[arg(long, conflicts_with = "all")]
     pub no_children: bool,
-    /// Trace the processes of this cgroup v2 and of the cgroups below it (repeatable; a
-    /// per-cgroup table follows): a path relative to the cgroup2 mount (/sys/fs/cgroup, or
-    /// /sys/fs/cgroup/unified on hybrid hosts), or absolute below it.
-    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all", "command"])]
-    pub cgroups: Vec<String>,
-    /// Trace this container (repeatable): its name, an id prefix (4 hex digits or more), or a
-    /// Kubernetes container as NAMESPACE/POD/CONTAINER, as its runtime's state names it
-    /// (podman, docker, containerd, CRI-O). Its cgroup is then traced as --cgroup would.
-    #[arg(long = "container", value_name = "NAME|ID", conflicts_with_all = ["pids", "all", "command"])]
-    pub containers: Vec<String>,
-    /// With --all: also count every call under its cgroup, with a per-cgroup table (and a
-    /// `cgroup` label on the per-cgroup series).
-    #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups", "command"])]
-    pub by_cgroup: bool,
-    /// With --by-cgroup: at most this many cgroup rows (100 by default), chosen by syscall time
-    /// when first seen and kept; the calls of the others are summed in one row, "other (past
-    /// --cgroup-top K)".
-    #[arg(long, value_name = "K", requires = "by_cgroup", value_parser = clap::value_parser!(u32).range(1..))]
-    pub cgroup_top: Option<u32>,
     /// Stop after this long (e.g. 10s, 500ms, 2m); default: until Ctrl-C or the traced processes exit.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Syscalls to time, comma-separated. `all` also counts every other syscall of the traced
-    /// processes (calls, errors, time) and lists them; with the tracepoint front end the share
-    /// of syscall time the table leaves out is printed anyway.
-    #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
-    pub syscalls: Vec<String>,
     /// Also print a table for each interval of this length (e.g. 1s; at least 20ms, the
     /// polling period).
     #[arg(short, long, value_parser = parse_interval)]
@@ -216,23 +190,113 @@ pub struct AttachArgs {
     /// Add bcc-style ASCII latency histograms.
     #[arg(long)]
     pub hist: bool,
-    /// Split each call's time into on-CPU, blocked (switched out, waiting) and runnable
-    /// (waiting for a CPU), from sched_switch and sched_wakeup; costs 180-300 ns on every
-    /// context switch of the machine on this project's VMs (docs/BENCHMARKS.md).
-    #[arg(long)]
-    pub off_cpu: bool,
     /// OTLP push.
     #[command(flatten)]
     pub otlp: OtlpArgs,
-    /// The slowest calls, with their stacks.
-    #[command(flatten)]
-    pub slow: SlowArgs,
     /// A command to start and trace from its first syscall.
-    #[arg(last = true, value_name = "CMD")]
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        conflicts_with_all = ["pids", "all", "cgroups", "containers", "by_cgroup"]
+    )]
     pub command: Vec<String>,
     /// Files to write the results to.
     #[command(flatten)]
     pub exports: ExportArgs,
+}
+
+/// What `attach` and `serve` trace and how: the one set of options both take, and the one
+/// conversion to a [`TraceRequest`] (and from there to a session's configuration).
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// A process to trace (repeatable); the children it forks are followed.
+    #[arg(short, long = "pid", value_name = "PID")]
+    pub pids: Vec<u32>,
+    /// Trace every process on the machine.
+    #[arg(long, conflicts_with = "pids")]
+    pub all: bool,
+    /// Trace the processes of this cgroup v2 and of the cgroups below it (repeatable; a
+    /// per-cgroup table, and series with a `cgroup` label): a path relative to the cgroup2
+    /// mount (/sys/fs/cgroup, or /sys/fs/cgroup/unified on hybrid hosts), or absolute below it.
+    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all"])]
+    pub cgroups: Vec<String>,
+    /// Trace this container (repeatable): its name, an id prefix (4 hex digits or more), or a
+    /// Kubernetes container as NAMESPACE/POD/CONTAINER, as its runtime's state names it
+    /// (podman, docker, containerd, CRI-O). Its cgroup is then traced as --cgroup would, its
+    /// rows and series named after it (`container_name`...).
+    #[arg(long = "container", value_name = "NAME|ID", conflicts_with_all = ["pids", "all"])]
+    pub containers: Vec<String>,
+    /// With --all: also count every call under its cgroup, with a per-cgroup table (and a
+    /// `cgroup` label on the per-cgroup series).
+    #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups"])]
+    pub by_cgroup: bool,
+    /// With --by-cgroup: at most this many cgroup rows, hence series per syscall (100 by
+    /// default), chosen by syscall time when first seen and kept; the calls of the others are
+    /// summed in one row, "other (past --cgroup-top K)".
+    #[arg(long, value_name = "K", requires = "by_cgroup", value_parser = clap::value_parser!(u32).range(1..))]
+    pub cgroup_top: Option<u32>,
+    /// Syscalls to time, comma-separated. `all` also counts every other syscall of the traced
+    /// processes (calls, errors, time) and lists them; with the tracepoint front end the share
+    /// of syscall time the table leaves out is printed anyway.
+    #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
+    pub syscalls: Vec<String>,
+    /// Split each call's time into on-CPU, blocked (switched out, waiting) and runnable
+    /// (waiting for a CPU), from sched_switch and sched_wakeup (series with a `state` label);
+    /// costs 180-300 ns on every context switch of the machine on this project's VMs
+    /// (docs/BENCHMARKS.md).
+    #[arg(long)]
+    pub off_cpu: bool,
+    /// The slowest calls, with their stacks.
+    #[command(flatten)]
+    pub slow: SlowArgs,
+}
+
+impl SessionArgs {
+    /// The trace these options ask for: `syscall_attach` is `--attach`, `children` whether
+    /// forks are followed, `command` one to start (attach's `-- CMD`). Nothing to trace, an
+    /// unknown syscall or container: one line saying what to give.
+    pub fn trace_request(
+        self,
+        syscall_attach: Option<SyscallAttach>,
+        children: bool,
+        command: Vec<String>,
+    ) -> anyhow::Result<TraceRequest> {
+        if self.pids.is_empty()
+            && !self.all
+            && command.is_empty()
+            && self.cgroups.is_empty()
+            && self.containers.is_empty()
+        {
+            anyhow::bail!(
+                "nothing to trace: give --pid PID, --all, --cgroup PATH, --container NAME{}",
+                if children {
+                    ", or a command after --"
+                } else {
+                    ""
+                }
+            );
+        }
+        let (syscalls, every) = Syscall::resolve_choice(&self.syscalls)?;
+        let mut cgroups = self.cgroups;
+        for wanted in &self.containers {
+            cgroups.push(profiler::container::cgroup_of(wanted)?);
+        }
+        Ok(TraceRequest {
+            syscalls,
+            every,
+            syscall_attach,
+            pids: self.pids,
+            all: self.all,
+            children,
+            command,
+            off_cpu: self.off_cpu,
+            cgroups,
+            by_cgroup: self.by_cgroup,
+            cgroup_top: self.cgroup_top.map(|k| k as usize),
+            slow: self.slow.slow,
+            slow_top: self.slow.slow_top,
+        })
+    }
 }
 
 /// `profiler serve` options.
@@ -242,44 +306,12 @@ pub struct AttachArgs {
     profiler serve --all --listen 0.0.0.0:9464      # every process, reachable from other hosts
     profiler serve --pid 1234 --syscalls read,write,close")]
 pub struct ServeArgs {
-    /// A process to trace (repeatable); the children it forks are followed.
-    #[arg(
-        short,
-        long = "pid",
-        value_name = "PID",
-        required_unless_present_any = ["all", "cgroups", "containers"]
-    )]
-    pub pids: Vec<u32>,
-    /// Trace every process on the machine.
-    #[arg(long, conflicts_with = "pids")]
-    pub all: bool,
-    /// Trace the processes of this cgroup v2 and the cgroups below it (repeatable); the series
-    /// of each get a `cgroup` label.
-    #[arg(long = "cgroup", value_name = "PATH", conflicts_with_all = ["pids", "all"])]
-    pub cgroups: Vec<String>,
-    /// Trace this container (repeatable): its name, an id prefix, or NAMESPACE/POD/CONTAINER;
-    /// its series get the `cgroup` label and the container's (`container_name`...).
-    #[arg(long = "container", value_name = "NAME|ID", conflicts_with_all = ["pids", "all"])]
-    pub containers: Vec<String>,
-    /// With --all: also count every call under its cgroup (series with a `cgroup` label).
-    #[arg(long, requires = "all", conflicts_with_all = ["pids", "cgroups"])]
-    pub by_cgroup: bool,
-    /// With --by-cgroup: at most this many cgroup rows, hence series per syscall (100 by
-    /// default), chosen by syscall time when first seen and kept; the others' calls are summed
-    /// under cgroup="other (past --cgroup-top K)".
-    #[arg(long, value_name = "K", requires = "by_cgroup", value_parser = clap::value_parser!(u32).range(1..))]
-    pub cgroup_top: Option<u32>,
+    /// What to trace, and how (the children of a traced process are always followed).
+    #[command(flatten)]
+    pub session: SessionArgs,
     /// Address to serve /metrics on; loopback unless you name another.
     #[arg(long, default_value = "127.0.0.1:9464", value_name = "ADDR:PORT")]
     pub listen: SocketAddr,
-    /// Syscalls to time, comma-separated. `all` also counts every other syscall of the traced
-    /// processes (calls, errors, time) and lists them; with the tracepoint front end the share
-    /// of syscall time the table leaves out is printed anyway.
-    #[arg(short, long, value_delimiter = ',', default_values = DEFAULT_SYSCALLS)]
-    pub syscalls: Vec<String>,
-    /// Split each call's time into on-CPU, blocked and runnable (series with a `state` label).
-    #[arg(long)]
-    pub off_cpu: bool,
     /// OTLP push, beside the scrapes.
     #[command(flatten)]
     pub otlp: OtlpArgs,
@@ -312,10 +344,6 @@ pub struct ServeArgs {
     /// writable once --user has dropped root.
     #[arg(long, value_name = "DIR")]
     pub record_dir: Option<std::path::PathBuf>,
-    /// The flight recorder's slowest calls, with their stacks: each interval keeps --slow-top
-    /// groups of them.
-    #[command(flatten)]
-    pub slow: SlowArgs,
 }
 
 /// `profiler bench` subcommands.

@@ -8,9 +8,8 @@ use clap::Parser as _;
 use profiler::{
     attach::{self, AttachOptions},
     bench,
-    bpf::{Syscall, SyscallAttach},
+    bpf::SyscallAttach,
     c2c_timer::KernelSyscallTimer,
-    trace::TraceRequest,
 };
 
 use crate::cli::{BenchCommand, C2cArgs, Cli, Command};
@@ -51,34 +50,14 @@ fn main() -> ExitCode {
 fn run(cli: Cli) -> Result<i32> {
     match cli.command {
         Command::Attach(args) => {
-            if args.pids.is_empty()
-                && !args.all
-                && args.command.is_empty()
-                && args.cgroups.is_empty()
-                && args.containers.is_empty()
-            {
-                anyhow::bail!(
-                    "nothing to trace: give --pid PID, --all, --cgroup PATH, --container NAME, or a command after --"
-                );
-            }
+            let args = *args;
             profiler::export::check_export_args(&args.exports)?;
-            let (syscalls, every) = Syscall::resolve_choice(&args.syscalls)?;
             let options = AttachOptions {
-                trace: TraceRequest {
-                    syscalls,
-                    every,
-                    syscall_attach: cli.syscall_attach,
-                    pids: args.pids,
-                    all: args.all,
-                    children: !args.no_children,
-                    command: args.command,
-                    off_cpu: args.off_cpu,
-                    cgroups: with_containers(args.cgroups, &args.containers)?,
-                    by_cgroup: args.by_cgroup,
-                    cgroup_top: args.cgroup_top.map(|k| k as usize),
-                    slow: args.slow.slow,
-                    slow_top: args.slow.slow_top,
-                },
+                trace: args.session.trace_request(
+                    cli.syscall_attach,
+                    !args.no_children,
+                    args.command,
+                )?,
                 duration: args.duration,
                 interval: args.interval,
                 histograms: args.hist,
@@ -99,28 +78,15 @@ fn run(cli: Cli) -> Result<i32> {
             Ok(0)
         }
         Command::Serve(args) => {
-            if args.slow.slow.is_some() && args.record_minutes == 0 {
+            if args.session.slow.slow.is_some() && args.record_minutes == 0 {
                 anyhow::bail!(
                     "--slow keeps the slowest calls in the flight recorder, which --record-minutes 0 turns off; give --record-minutes 1 or more"
                 );
             }
-            let (syscalls, every) = Syscall::resolve_choice(&args.syscalls)?;
             let options = profiler::serve::ServeOptions {
-                trace: TraceRequest {
-                    syscalls,
-                    every,
-                    syscall_attach: cli.syscall_attach,
-                    pids: args.pids,
-                    all: args.all,
-                    children: true,
-                    command: Vec::new(),
-                    off_cpu: args.off_cpu,
-                    cgroups: with_containers(args.cgroups, &args.containers)?,
-                    by_cgroup: args.by_cgroup,
-                    cgroup_top: args.cgroup_top.map(|k| k as usize),
-                    slow: args.slow.slow,
-                    slow_top: args.slow.slow_top,
-                },
+                trace: args
+                    .session
+                    .trace_request(cli.syscall_attach, true, Vec::new())?,
                 listen: args.listen,
                 otlp: args.otlp.checked()?,
                 web_config: args.web_config,
@@ -186,12 +152,4 @@ fn run_c2c(args: &C2cArgs, syscall_attach: Option<SyscallAttach>) -> Result<i32>
         profiler::output::stdout(&report.to_string());
     }
     Ok(if report.interrupted { 130 } else { 0 })
-}
-
-/// `--cgroup` paths and the cgroups of the `--container`s, in that order.
-fn with_containers(mut cgroups: Vec<String>, containers: &[String]) -> Result<Vec<String>> {
-    for wanted in containers {
-        cgroups.push(profiler::container::cgroup_of(wanted)?);
-    }
-    Ok(cgroups)
 }

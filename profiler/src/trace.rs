@@ -70,6 +70,24 @@ impl TraceRequest {
         self.all || !self.cgroups.is_empty()
     }
 
+    /// The session's configuration for tracing `target` as asked: the one conversion from
+    /// what a command was asked to what the kernel side loads, for attach, serve and run.
+    #[must_use]
+    pub fn session_config(&self, target: Target) -> SessionConfig {
+        SessionConfig {
+            follow_forks: self.children,
+            off_cpu: self.off_cpu,
+            by_cgroup: self.by_cgroup,
+            cgroup_top: self.cgroup_top.unwrap_or(crate::bpf::DEFAULT_CGROUP_TOP),
+            slow: self.slow,
+            count_every: self.every,
+            syscall_attach: self.syscall_attach,
+            // In a child pid namespace this process's pid names another one for the kernel.
+            exclude_self: !crate::process::in_child_pid_namespace(),
+            ..SessionConfig::new(self.syscalls.clone(), target)
+        }
+    }
+
     /// The request as metadata settings: `pids` ("all" with `--all`) and `syscalls`, plus the
     /// command and the cgroups when there are some.
     pub fn describe_in(&self, metadata: &mut Metadata) {
@@ -170,18 +188,7 @@ impl Trace {
             let targets = resolve_targets(&request.pids, request.children)?;
             (Target::Processes(targets.named().to_vec()), targets)
         };
-        let mut session = Session::start(&SessionConfig {
-            follow_forks: request.children,
-            off_cpu: request.off_cpu,
-            by_cgroup: request.by_cgroup,
-            cgroup_top: request.cgroup_top.unwrap_or(crate::bpf::DEFAULT_CGROUP_TOP),
-            slow: request.slow,
-            count_every: request.every,
-            syscall_attach: request.syscall_attach,
-            // In a child pid namespace this process's pid names another one for the kernel.
-            exclude_self: !crate::process::in_child_pid_namespace(),
-            ..SessionConfig::new(request.syscalls.clone(), target)
-        })?;
+        let mut session = Session::start(&request.session_config(target))?;
         // Descendants found in /proc may have exited since: those are skipped, not an error.
         let mut descendants = 0;
         for &pid in targets.descendant_pids() {

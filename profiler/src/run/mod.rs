@@ -732,19 +732,27 @@ fn measure_run(
     let session: RefCell<Option<Session>> = RefCell::new(None);
     let mut server = Server::start(&server_spec, |pid| {
         if kind == RunKind::Profiled {
-            let s = Session::start(&SessionConfig {
+            let request = crate::trace::TraceRequest {
+                syscalls: options.syscalls.clone(),
+                every: options.every,
+                syscall_attach: options.syscall_attach,
+                pids: Vec::new(),
+                all: false,
+                children: true,
+                command: Vec::new(),
                 off_cpu: options.off_cpu,
+                cgroups: Vec::new(),
+                by_cgroup: false,
+                cgroup_top: None,
                 slow: options.slow,
+                slow_top: options.slow_top,
+            };
+            let s = Session::start(&SessionConfig {
                 // The compat programs run for every syscall of the machine (~150 ns a call on
                 // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
                 // program (a 32-bit one, or a script).
                 compat: !crate::process::is_elf64(&server_spec.program()),
-                count_every: options.every,
-                syscall_attach: options.syscall_attach,
-                ..SessionConfig::new(
-                    options.syscalls.clone(),
-                    Target::Processes(traced(variant, pid)),
-                )
+                ..request.session_config(Target::Processes(traced(variant, pid)))
             })?;
             *session.borrow_mut() = Some(s);
         }
