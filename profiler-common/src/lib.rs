@@ -24,6 +24,7 @@ macro_rules! pod {
 mod config;
 mod counters;
 mod histogram;
+pub mod names;
 mod process;
 mod sched;
 mod slots;

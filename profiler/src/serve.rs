@@ -209,10 +209,11 @@ impl MetricsSource {
                 );
             }
         }
-        let is_sched = |name: &str| name.contains("sched_");
+        let role = |name: &str| profiler_common::names::role_of(name);
+        let is_sched = |name: &str| role(name) == Some(profiler_common::names::Role::Sched);
         let per_call_ns: u128 = programs
             .iter()
-            .filter(|(n, ..)| !is_sched(n) && n != "process_exit" && n != "task_newtask")
+            .filter(|(n, ..)| role(n).is_some_and(profiler_common::names::Role::times_syscalls))
             .map(|(_, _, t)| t.as_nanos())
             .sum();
         let calls: u64 = snapshot.syscalls.iter().map(|s| s.calls).sum();
@@ -227,7 +228,10 @@ impl MetricsSource {
         }
         let switches = programs
             .iter()
-            .filter(|(n, ..)| n.contains("sched_switch"))
+            .filter(|(n, ..)| {
+                *n == profiler_common::names::program::SCHED_SWITCH
+                    || *n == profiler_common::names::program::BTF_SCHED_SWITCH
+            })
             .map(|(_, runs, _)| *runs)
             .sum::<u64>();
         if switches > 0 {

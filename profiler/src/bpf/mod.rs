@@ -26,6 +26,7 @@ use profiler_common::{
     MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, OVERFLOW_PROCESS, OtherCalls, RECORD_HEADER, RecordLayout,
     RowStats, SLOW_RING_BYTES, SLOW_STACK_ENTRIES, SyscallSlot, encode_slot_entry,
     forked_process_indexes,
+    names::{map, program},
 };
 
 use self::attach::{AttachTo, Link};
@@ -435,7 +436,7 @@ impl Session {
         }
         let mut ebpf = EbpfLoader::new()
             .override_global(
-                "CONFIG",
+                map::CONFIG,
                 &profiler_common::Config {
                     slow_ns,
                     raw_timed_nr,
@@ -451,38 +452,44 @@ impl Session {
                 },
                 true,
             )
-            .override_global("LAYOUT", &layout, true)
+            .override_global(map::LAYOUT, &layout, true)
             .map_max_entries(
-                "CGROUP_STATS",
+                map::CGROUP_STATS,
                 if by_cgroup != 0 {
                     profiler_common::MAX_CGROUP_IDS
                 } else {
                     1
                 },
             )
-            .map_max_entries("OFF_CPU", if split != 0 { arrays } else { 1 })
-            .map_max_entries("OFF_CPU_BY_TID", if split != 0 { hashes } else { 1 })
+            .map_max_entries(map::OFF_CPU, if split != 0 { arrays } else { 1 })
+            .map_max_entries(map::OFF_CPU_BY_TID, if split != 0 { hashes } else { 1 })
             .map_max_entries(
-                "SLOW_CALLS",
+                map::SLOW_CALLS,
                 if slow_ns != 0 { SLOW_RING_BYTES } else { 4096 },
             )
-            .map_max_entries("STACKS", if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 })
-            .map_max_entries("ANNOUNCED", if slow_ns != 0 { arrays } else { 1 })
-            .map_max_entries("ANNOUNCED_BY_TGID", if slow_ns != 0 { hashes } else { 1 })
             .map_max_entries(
-                "HOLDER_OF",
+                map::STACKS,
+                if slow_ns != 0 { SLOW_STACK_ENTRIES } else { 1 },
+            )
+            .map_max_entries(map::ANNOUNCED, if slow_ns != 0 { arrays } else { 1 })
+            .map_max_entries(
+                map::ANNOUNCED_BY_TGID,
+                if slow_ns != 0 { hashes } else { 1 },
+            )
+            .map_max_entries(
+                map::HOLDER_OF,
                 if slow_ns != 0 {
                     profiler_common::HOLDER_THREADS
                 } else {
                     1
                 },
             )
-            .map_max_entries("TRACKED", arrays)
-            .map_max_entries("TRACKED_BY_TGID", hashes)
-            .map_max_entries("START", arrays)
-            .map_max_entries("START_BY_TID", hashes)
+            .map_max_entries(map::TRACKED, arrays)
+            .map_max_entries(map::TRACKED_BY_TGID, hashes)
+            .map_max_entries(map::START, arrays)
+            .map_max_entries(map::START_BY_TID, hashes)
             .map_max_entries(
-                "TIMER_START",
+                map::TIMER_START,
                 if matches!(config.programs, Programs::MinimalTimer(_)) {
                     pid_max
                 } else {
@@ -550,7 +557,7 @@ impl Session {
     /// Tells the exit program that every program is attached, so an exit without an entry is
     /// from now on a call that was in flight (counted as dropped, at most one per thread).
     fn arm(&mut self) -> Result<(), SetupError> {
-        let mut armed: Array<&mut MapData, u32> = self.map_mut("ARMED")?;
+        let mut armed: Array<&mut MapData, u32> = self.map_mut(map::ARMED)?;
         armed
             .set(0, 1, 0)
             .map_err(|e| SetupError::bpf("writing ARMED", e))?;
@@ -586,7 +593,7 @@ impl Session {
         if index >= FIRST_FORKED_PROCESS {
             return Err(SetupError::TooManyPids(self.named.len() + 1));
         }
-        let mut pids: Array<&mut MapData, u32> = self.map_mut("PROCESS_PIDS")?;
+        let mut pids: Array<&mut MapData, u32> = self.map_mut(map::PROCESS_PIDS)?;
         pids.set(index, pid, 0)
             .map_err(|e| SetupError::bpf("writing PROCESS_PIDS", e))?;
         self.set_tracked(pid, index + 1)?;
@@ -601,7 +608,7 @@ impl Session {
     fn set_tracked(&mut self, pid: u32, value: u32) -> Result<(), SetupError> {
         if self.per_thread_hash {
             let mut tracked: AyaHashMap<&mut MapData, u32, u32> =
-                self.map_mut("TRACKED_BY_TGID")?;
+                self.map_mut(map::TRACKED_BY_TGID)?;
             let result = if value == 0 {
                 // Already gone if the kernel saw the process exit.
                 match tracked.remove(&pid) {
@@ -618,7 +625,7 @@ impl Session {
             return result
                 .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (TRACKED_BY_TGID)"), e));
         }
-        let mut tracked: Array<&mut MapData, u32> = self.map_mut("TRACKED")?;
+        let mut tracked: Array<&mut MapData, u32> = self.map_mut(map::TRACKED)?;
         tracked
             .set(pid, value, 0)
             .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e))
@@ -650,7 +657,7 @@ impl Session {
     /// has exited.
     pub fn is_tracking(&self, pid: u32) -> Result<bool, SetupError> {
         if self.per_thread_hash {
-            let tracked: AyaHashMap<&MapData, u32, u32> = self.map("TRACKED_BY_TGID")?;
+            let tracked: AyaHashMap<&MapData, u32, u32> = self.map(map::TRACKED_BY_TGID)?;
             return match tracked.get(&pid, 0) {
                 Ok(index) => Ok(index != 0),
                 Err(aya::maps::MapError::KeyNotFound) => Ok(false),
@@ -662,7 +669,7 @@ impl Session {
         if pid >= self.pid_max {
             return Ok(false);
         }
-        let tracked: Array<&MapData, u32> = self.map("TRACKED")?;
+        let tracked: Array<&MapData, u32> = self.map(map::TRACKED)?;
         let index = tracked
             .get(&pid, 0)
             .map_err(|e| SetupError::bpf("reading TRACKED", e))?;
@@ -680,7 +687,7 @@ impl Session {
         let Some(threshold) = self.slow else {
             return Ok(None);
         };
-        if self.ebpf.map("SLOW_CALLS").is_none() {
+        if self.ebpf.map(map::SLOW_CALLS).is_none() {
             return Ok(None);
         }
         let mut take = |name: &str| {
@@ -688,12 +695,16 @@ impl Session {
                 SetupError::bpf(format!("map {name}"), anyhow::anyhow!("already taken"))
             })
         };
-        let (ring, stacks, lost) = (take("SLOW_CALLS")?, take("STACKS")?, take("SLOW_LOST")?);
+        let (ring, stacks, lost) = (
+            take(map::SLOW_CALLS)?,
+            take(map::STACKS)?,
+            take(map::SLOW_LOST)?,
+        );
         let bpf = |name: &str, e: aya::maps::MapError| SetupError::bpf(format!("map {name}"), e);
         let maps = crate::slow::SlowMaps {
-            ring: aya::maps::RingBuf::try_from(ring).map_err(|e| bpf("SLOW_CALLS", e))?,
-            stacks: aya::maps::StackTraceMap::try_from(stacks).map_err(|e| bpf("STACKS", e))?,
-            lost: PerCpuArray::try_from(lost).map_err(|e| bpf("SLOW_LOST", e))?,
+            ring: aya::maps::RingBuf::try_from(ring).map_err(|e| bpf(map::SLOW_CALLS, e))?,
+            stacks: aya::maps::StackTraceMap::try_from(stacks).map_err(|e| bpf(map::STACKS, e))?,
+            lost: PerCpuArray::try_from(lost).map_err(|e| bpf(map::SLOW_LOST, e))?,
         };
         let names = self.syscalls.iter().map(|s| s.name.clone()).collect();
         Ok(Some(crate::slow::Collector::spawn(
@@ -727,7 +738,8 @@ impl Session {
             return;
         }
         names.looked = Some(Instant::now());
-        let Ok(map) = self.map::<aya::maps::PerCpuHashMap<&MapData, u64, RowStats>>("CGROUP_STATS")
+        let Ok(map) =
+            self.map::<aya::maps::PerCpuHashMap<&MapData, u64, RowStats>>(map::CGROUP_STATS)
         else {
             return;
         };
@@ -758,8 +770,8 @@ impl Session {
         // add up to more than the totals (read the other way round, calls made between the two
         // reads were in the rows only).
         let cgroup_rows = self.read_cgroup_stats()?;
-        let slots: PerCpuArray<&MapData, SyscallSlot> = self.map("SYSCALLS")?;
-        let events: PerCpuArray<&MapData, LatencyBuckets> = self.map("EVENTS")?;
+        let slots: PerCpuArray<&MapData, SyscallSlot> = self.map(map::SYSCALLS)?;
+        let events: PerCpuArray<&MapData, LatencyBuckets> = self.map(map::EVENTS)?;
         let mut syscalls = Vec::with_capacity(self.syscalls.len());
         for (slot, syscall) in self.syscalls.iter().enumerate() {
             let slot = slot as u32;
@@ -805,7 +817,7 @@ impl Session {
         if !self.every {
             return Ok(None);
         }
-        let map: PerCpuArray<&MapData, OtherCalls> = self.map("EVERY")?;
+        let map: PerCpuArray<&MapData, OtherCalls> = self.map(map::EVERY)?;
         let mut every = Vec::new();
         for key in 0..EVERY_KEYS {
             let per_cpu = map
@@ -866,18 +878,18 @@ impl Session {
         }
         self.armed_at = Instant::now();
         let slots = self.syscalls.len() as u32;
-        zero::<SyscallSlot>(self, "SYSCALLS", slots, cpus)?;
-        zero::<LatencyBuckets>(self, "EVENTS", slots, cpus)?;
-        zero::<u64>(self, "DROPPED", DROP_REASONS as u32, cpus)?;
+        zero::<SyscallSlot>(self, map::SYSCALLS, slots, cpus)?;
+        zero::<LatencyBuckets>(self, map::EVENTS, slots, cpus)?;
+        zero::<u64>(self, map::DROPPED, DROP_REASONS as u32, cpus)?;
         if self.every {
-            zero::<OtherCalls>(self, "EVERY", EVERY_KEYS, cpus)?;
+            zero::<OtherCalls>(self, map::EVERY, EVERY_KEYS, cpus)?;
         }
-        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let next: Array<&MapData, u64> = self.map(map::NEXT_PROCESS)?;
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
         let named = self.named.len() as u32 + self.first_named;
-        let mut map: PerCpuArray<&mut MapData, RowStats> = self.map_mut("PROCESSES")?;
+        let mut map: PerCpuArray<&mut MapData, RowStats> = self.map_mut(map::PROCESSES)?;
         for index in (0..named)
             .chain(forked_process_indexes(forked))
             .chain([OVERFLOW_PROCESS])
@@ -893,13 +905,13 @@ impl Session {
     /// Per-process counters. The process at [`DERIVED_PROCESS`] is not counted in the kernel (the
     /// hot path skips it): its figures are the totals minus every other process's.
     fn read_processes(&self, totals: &[SyscallSummary]) -> Result<Vec<RowSummary>, SetupError> {
-        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let next: Array<&MapData, u64> = self.map(map::NEXT_PROCESS)?;
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
 
-        let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
-        let stats: PerCpuArray<&MapData, RowStats> = self.map("PROCESSES")?;
+        let pids: Array<&MapData, u32> = self.map(map::PROCESS_PIDS)?;
+        let stats: PerCpuArray<&MapData, RowStats> = self.map(map::PROCESSES)?;
 
         let named = self.first_named.max(1)..self.named.len() as u32 + self.first_named;
         let forked = forked_process_indexes(forked);
@@ -993,7 +1005,7 @@ impl Session {
         if !self.by_cgroup {
             return Ok(Vec::new());
         }
-        let map: aya::maps::PerCpuHashMap<&MapData, u64, RowStats> = self.map("CGROUP_STATS")?;
+        let map: aya::maps::PerCpuHashMap<&MapData, u64, RowStats> = self.map(map::CGROUP_STATS)?;
         let mut counted = Vec::new();
         for entry in &map {
             let (id, per_cpu) = entry.map_err(|e| SetupError::bpf("reading CGROUP_STATS", e))?;
@@ -1087,7 +1099,7 @@ impl Session {
     }
 
     fn read_dropped(&self) -> Result<DropCounts, SetupError> {
-        let dropped: PerCpuArray<&MapData, u64> = self.map("DROPPED")?;
+        let dropped: PerCpuArray<&MapData, u64> = self.map(map::DROPPED)?;
         let mut counts = DropCounts::default();
         for reason in 0..DROP_REASONS as u32 {
             let per_cpu = dropped
@@ -1100,12 +1112,12 @@ impl Session {
 
     /// Pids of every process the session has tracked so far (named and forked).
     pub fn tracked_pids(&self) -> Result<Vec<u32>, SetupError> {
-        let next: Array<&MapData, u64> = self.map("NEXT_PROCESS")?;
+        let next: Array<&MapData, u64> = self.map(map::NEXT_PROCESS)?;
         let forked = next
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading NEXT_PROCESS", e))?;
 
-        let pids: Array<&MapData, u32> = self.map("PROCESS_PIDS")?;
+        let pids: Array<&MapData, u32> = self.map(map::PROCESS_PIDS)?;
         let mut out = self.named.clone();
         for index in forked_process_indexes(forked) {
             out.push(
@@ -1118,7 +1130,7 @@ impl Session {
 
     /// The minimal timer's total over every CPU (`Programs::MinimalTimer`; 0 otherwise).
     pub fn timer_total_ns(&self) -> Result<u64, SetupError> {
-        let total: PerCpuArray<&MapData, u64> = self.map("TIMER_TOTAL")?;
+        let total: PerCpuArray<&MapData, u64> = self.map(map::TIMER_TOTAL)?;
         let values = total
             .get(&0, 0)
             .map_err(|e| SetupError::bpf("reading TIMER_TOTAL", e))?;
@@ -1164,7 +1176,7 @@ impl Session {
                 ia32.push((socketcall, profiler_common::IA32_NOT_TIMED));
             }
         }
-        for (map, entries) in [("SLOT_OF_NR", native), ("IA32_SLOT_OF_NR", ia32)] {
+        for (map, entries) in [(map::SLOT_OF_NR, native), (map::IA32_SLOT_OF_NR, ia32)] {
             let mut slot_of_nr: Array<&mut MapData, u32> = self.map_mut(map)?;
             for (nr, entry) in entries {
                 slot_of_nr
@@ -1206,7 +1218,10 @@ impl Session {
             .links
             .iter()
             .map(|(n, _)| n.as_str())
-            .filter(|n| n.starts_with("fentry") || n.starts_with("fexit"))
+            .filter(|n| {
+                profiler_common::names::slot_program(n).is_some()
+                    || *n == program::FENTRY_SOCKETCALL
+            })
             .collect();
         names.dedup();
         names
@@ -1243,7 +1258,7 @@ impl Session {
         if cgroups.is_empty() {
             return Ok(());
         }
-        let mut map: aya::maps::HashMap<&mut MapData, u64, u32> = self.map_mut("CGROUPS")?;
+        let mut map: aya::maps::HashMap<&mut MapData, u64, u32> = self.map_mut(map::CGROUPS)?;
         for (i, cgroup) in cgroups.iter().enumerate() {
             let index = i as u32 + 1;
             for &id in &cgroup.ids {
@@ -1265,16 +1280,16 @@ impl Session {
     fn attach_sched(&mut self) -> Result<(), SetupError> {
         match self.sched_front {
             Some(SchedFront::Btf) => {
-                self.attach("btf_sched_wakeup", &AttachTo::btf("sched_wakeup"))?;
-                self.attach("btf_sched_switch", &AttachTo::btf("sched_switch"))?;
+                self.attach(program::BTF_SCHED_WAKEUP, &AttachTo::btf("sched_wakeup"))?;
+                self.attach(program::BTF_SCHED_SWITCH, &AttachTo::btf("sched_switch"))?;
             }
             Some(SchedFront::Classic(_)) => {
                 self.attach(
-                    "sched_wakeup",
+                    program::SCHED_WAKEUP,
                     &AttachTo::tracepoint("sched", "sched_wakeup"),
                 )?;
                 self.attach(
-                    "sched_switch",
+                    program::SCHED_SWITCH,
                     &AttachTo::tracepoint("sched", "sched_switch"),
                 )?;
             }
@@ -1320,11 +1335,11 @@ impl Session {
         // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
         // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
         if self.compat {
-            self.attach("compat_enter", &AttachTo::raw("sys_enter"))?;
+            self.attach(program::COMPAT_ENTER, &AttachTo::raw("sys_enter"))?;
         }
         self.attach_syscall_tracepoints(programs)?;
         if self.compat {
-            self.attach("compat_exit", &AttachTo::raw("sys_exit"))?;
+            self.attach(program::COMPAT_EXIT, &AttachTo::raw("sys_exit"))?;
         }
         self.attach_every()
     }
@@ -1336,8 +1351,8 @@ impl Session {
         if self.compat && !fentry && self.count_in_compat {
             self.every = true;
         } else if self.count_every == CountEvery::Always {
-            self.attach("every_enter", &AttachTo::raw("sys_enter"))?;
-            self.attach("every_exit", &AttachTo::raw("sys_exit"))?;
+            self.attach(program::EVERY_ENTER, &AttachTo::raw("sys_enter"))?;
+            self.attach(program::EVERY_EXIT, &AttachTo::raw("sys_exit"))?;
             self.every = true;
         }
         Ok(())
@@ -1347,16 +1362,16 @@ impl Session {
     fn attach_fentry(&mut self, targets: &front::FentryTargets) -> Result<(), SetupError> {
         for (slot, function) in targets.x64.iter().enumerate() {
             self.attach_fentry_pair(
-                &format!("fentry_{slot}"),
-                &format!("fexit_{slot}"),
+                &format!("{}{slot}", program::FENTRY_SLOT),
+                &format!("{}{slot}", program::FEXIT_SLOT),
                 function,
             )?;
         }
         for (slot, function) in targets.ia32.iter().enumerate() {
             if let Some(function) = function {
                 self.attach_fentry_pair(
-                    &format!("fentry32_{slot}"),
-                    &format!("fexit32_{slot}"),
+                    &format!("{}{slot}", program::FENTRY32_SLOT),
+                    &format!("{}{slot}", program::FEXIT32_SLOT),
                     function,
                 )?;
             }
@@ -1365,7 +1380,7 @@ impl Session {
             let to = AttachTo::Fentry {
                 function: function.clone(),
             };
-            self.attach("fentry_socketcall", &to)?;
+            self.attach(program::FENTRY_SOCKETCALL, &to)?;
         }
         Ok(())
     }
@@ -1373,29 +1388,43 @@ impl Session {
     fn attach_syscall_tracepoints(&mut self, programs: Programs) -> Result<(), SetupError> {
         let (enter, exit, point) = match programs {
             Programs::EmptySched => {
-                self.attach("raw_noop", &AttachTo::raw("sched_wakeup"))?;
-                self.attach("raw_noop", &AttachTo::raw("sched_switch"))?;
+                self.attach(program::RAW_NOOP, &AttachTo::raw("sched_wakeup"))?;
+                self.attach(program::RAW_NOOP, &AttachTo::raw("sched_switch"))?;
                 return Ok(());
             }
-            Programs::Profiler => ("syscall_enter", "syscall_exit", AttachPoint::Tracepoint),
-            Programs::Empty(AttachPoint::Tracepoint) => ("noop", "noop", AttachPoint::Tracepoint),
-            Programs::Empty(AttachPoint::RawTracepoint) => {
-                ("raw_noop", "raw_noop", AttachPoint::RawTracepoint)
+            Programs::Profiler => (
+                program::SYSCALL_ENTER,
+                program::SYSCALL_EXIT,
+                AttachPoint::Tracepoint,
+            ),
+            Programs::Empty(AttachPoint::Tracepoint) => {
+                (program::NOOP, program::NOOP, AttachPoint::Tracepoint)
             }
-            Programs::MinimalTimer(AttachPoint::Tracepoint) => {
-                ("timer_enter", "timer_exit", AttachPoint::Tracepoint)
-            }
-            Programs::MinimalTimer(AttachPoint::RawTracepoint) => (
-                "raw_timer_enter",
-                "raw_timer_exit",
+            Programs::Empty(AttachPoint::RawTracepoint) => (
+                program::RAW_NOOP,
+                program::RAW_NOOP,
                 AttachPoint::RawTracepoint,
             ),
-            Programs::Empty(AttachPoint::Fentry) => {
-                ("fentry_noop", "fexit_noop", AttachPoint::Fentry)
-            }
-            Programs::MinimalTimer(AttachPoint::Fentry) => {
-                ("fentry_timer", "fexit_timer", AttachPoint::Fentry)
-            }
+            Programs::MinimalTimer(AttachPoint::Tracepoint) => (
+                program::TIMER_ENTER,
+                program::TIMER_EXIT,
+                AttachPoint::Tracepoint,
+            ),
+            Programs::MinimalTimer(AttachPoint::RawTracepoint) => (
+                program::RAW_TIMER_ENTER,
+                program::RAW_TIMER_EXIT,
+                AttachPoint::RawTracepoint,
+            ),
+            Programs::Empty(AttachPoint::Fentry) => (
+                program::FENTRY_NOOP,
+                program::FEXIT_NOOP,
+                AttachPoint::Fentry,
+            ),
+            Programs::MinimalTimer(AttachPoint::Fentry) => (
+                program::FENTRY_TIMER,
+                program::FEXIT_TIMER,
+                AttachPoint::Fentry,
+            ),
         };
         // Exit programs first: a call that enters after its enter program is attached then always
         // finds its exit program attached.
@@ -1445,12 +1474,12 @@ impl Session {
     fn attach_process_tracking(&mut self, follow_forks: bool) -> Result<(), SetupError> {
         if follow_forks {
             self.attach(
-                "task_newtask",
+                program::TASK_NEWTASK,
                 &AttachTo::tracepoint("task", "task_newtask"),
             )?;
         }
         let exit = AttachTo::tracepoint("sched", "sched_process_exit");
-        self.attach("process_exit", &exit)
+        self.attach(program::PROCESS_EXIT, &exit)
     }
 
     /// Attaches `program` to `to`, keeping the link until the session ends.
@@ -1502,7 +1531,7 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
     let me = std::process::id();
     let mut ebpf = EbpfLoader::new()
         .override_global(
-            "CONFIG",
+            map::CONFIG,
             &profiler_common::Config {
                 probe_tgid: me,
                 ..profiler_common::Config::OFF
@@ -1513,13 +1542,13 @@ pub fn probe_sys_exit_context(format: &RecordLayout) -> Result<(u32, u32), Setup
         .map_err(|e| SetupError::bpf("loading the eBPF object (context probe)", e))?;
     let link = attach::attach(
         &mut ebpf,
-        "ctx_probe",
+        program::CTX_PROBE,
         &AttachTo::tracepoint("syscalls", "sys_exit_getppid"),
     )?;
     // SAFETY: getppid cannot fail; the raw syscall, so libc cannot answer from a cache.
     let ppid = unsafe { libc::syscall(libc::SYS_getppid) } as u64;
     let seen: Array<&MapData, [u64; 3]> = Array::try_from(
-        ebpf.map("CTX_PROBE")
+        ebpf.map(map::CTX_PROBE)
             .ok_or_else(|| SetupError::bpf("map CTX_PROBE", anyhow::anyhow!("missing")))?,
     )
     .map_err(|e| SetupError::bpf("map CTX_PROBE", e))?;
@@ -1628,4 +1657,57 @@ pub fn fentry_refused() -> Option<String> {
     Session::start(&config)
         .err()
         .map(|e| why_fentry_refused(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use profiler_common::names::{self, map};
+
+    use super::{BENCH_OBJECT, EBPF_OBJECT, PROBE_OBJECT};
+
+    /// The names user space looks maps and programs up by (`profiler_common::names`) are the
+    /// kernel side's, both ways: every program of the objects has a role, every named program
+    /// and map is in one of them.
+    #[test]
+    fn the_object_has_exactly_the_named_programs_and_maps() {
+        let mut programs = BTreeSet::new();
+        let mut maps = BTreeSet::new();
+        for object in [EBPF_OBJECT, PROBE_OBJECT, BENCH_OBJECT] {
+            let object = aya_obj::Object::parse(object).expect("the built objects parse");
+            programs.extend(object.programs.into_keys());
+            // Sections (.rodata: CONFIG and LAYOUT, .bss, license) are not maps of a name;
+            // AYA_LOGS is aya-log's own.
+            maps.extend(
+                object
+                    .maps
+                    .into_keys()
+                    .filter(|m| !m.starts_with('.') && m != "AYA_LOGS"),
+            );
+        }
+        for p in &programs {
+            assert!(
+                names::role_of(p).is_some(),
+                "program {p} has no role in profiler_common::names"
+            );
+        }
+        for (p, _) in names::PROGRAMS {
+            assert!(
+                programs.contains(p),
+                "names::PROGRAMS has {p}, no object does"
+            );
+        }
+        let slots = programs
+            .iter()
+            .filter(|p| names::slot_program(p).is_some())
+            .count();
+        assert_eq!(
+            slots,
+            4 * profiler_common::MAX_SYSCALL_SLOTS,
+            "{programs:?}"
+        );
+        let named: BTreeSet<String> = map::ALL.iter().map(|m| (*m).to_owned()).collect();
+        assert_eq!(maps, named, "the objects' maps against names::map::ALL");
+    }
 }

@@ -3,6 +3,8 @@
 
 use std::fmt::Write as _;
 
+use profiler_common::names::Role;
+
 use super::{
     Experiment, RunOptions,
     model::{
@@ -1204,11 +1206,8 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
         // server's share is its own traced calls at the programs' mean cost per call.
         // The sched programs run at every switch of the machine, the raw compat ones (32-bit
         // timing on the tracepoints) at every syscall: neither per traced call.
-        let machine_wide = |p: &ProgramCost| {
-            p.name.contains("sched_")
-                || p.name.starts_with("compat_")
-                || p.name.starts_with("every_")
-        };
+        let role = |p: &ProgramCost| profiler_common::names::role_of(&p.name);
+        let machine_wide = |p: &ProgramCost| role(p).is_some_and(Role::machine_wide);
         let server_calls = over_runs(&|r| {
             r.syscalls.syscalls.iter().map(|s| s.calls).sum::<u64>() as f64
                 / r.requests_finished() as f64
@@ -1217,9 +1216,7 @@ fn cost_section(s: &ScenarioResult) -> Option<Section> {
             let (runs, ns) = r
                 .programs
                 .iter()
-                .filter(|p| {
-                    !machine_wide(p) && p.name != "process_exit" && p.name != "task_newtask"
-                })
+                .filter(|p| role(p) == Some(Role::SyscallTiming))
                 .fold((0, 0), |(runs, ns), p| (runs + p.runs, ns + p.ns));
             // An enter and an exit run per call.
             2.0 * ns as f64 / runs.max(1) as f64
