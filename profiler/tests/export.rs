@@ -34,13 +34,6 @@ fn text(exporter: &dyn Exporter, data: &ExportData) -> String {
     String::from_utf8(exporter.render(data).unwrap()).unwrap()
 }
 
-fn require_tool(tool: &str, package: &str) -> PathBuf {
-    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
-        .map(|d| d.join(tool))
-        .find(|p| p.is_file());
-    path.unwrap_or_else(|| panic!("`{tool}` is not installed: apt-get install -y {package}"))
-}
-
 // ---------- JSON ----------
 
 #[test]
@@ -172,7 +165,7 @@ fn csv_quotes_fields_with_commas() {
 
 fn promtool_check(exposition: &str) {
     use std::io::Write as _;
-    let promtool = require_tool("promtool", "prometheus");
+    let promtool = common::require_tool("promtool", "prometheus");
     let mut child = Command::new(promtool)
         .args(["check", "metrics"])
         .stdin(std::process::Stdio::piped())
@@ -305,46 +298,6 @@ fn prometheus_buckets_are_cumulative_and_inf_equals_count() {
 
 // ---------- HdrHistogram ----------
 
-/// A venv under target/ with the PyPI `hdrhistogram` package, installed on first use.
-fn hdr_python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("hdrhistogram-venv");
-    let python = venv.join("bin/python3");
-    let ok = |p: &Path| {
-        Command::new(p)
-            .args(["-c", "import hdrh.histogram, hdrh.log"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ok(&python) {
-        return python;
-    }
-    let base = require_tool("python3", "python3 python3-venv");
-    let created = Command::new(base)
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .unwrap();
-    assert!(
-        created.status.success(),
-        "python3 -m venv failed (apt-get install -y python3-venv): {}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "hdrhistogram"])
-        .output()
-        .unwrap();
-    assert!(
-        pip.status.success(),
-        "pip install hdrhistogram (PyPI) failed: {}",
-        String::from_utf8_lossy(&pip.stderr)
-    );
-    assert!(
-        ok(&python),
-        "the hdrhistogram package installed but `import hdrh` fails"
-    );
-    python
-}
-
 const DECODE: &str = r#"
 import sys, json
 from hdrh.histogram import HdrHistogram
@@ -364,7 +317,7 @@ print(json.dumps(out))
 
 #[test]
 fn hdr_interval_logs_decode_with_the_pypi_package_to_the_same_counts_and_percentiles() {
-    let python = hdr_python();
+    let python = common::python::python();
     let data = run_data(&Shape::small());
     let dir = scratch("hdr");
     hdr::write_dir(&dir, &data).unwrap();
@@ -509,7 +462,6 @@ fn markdown_tables_have_as_many_cells_as_columns() {
         }
         assert!(out.contains("| syscall | calls |"));
     }
-    assert!(text(&Markdown, &run_data(&Shape::small())).contains("## Load"));
 }
 
 // ---------- HTML ----------
@@ -517,7 +469,7 @@ fn markdown_tables_have_as_many_cells_as_columns() {
 /// Renders `html` in headless Chromium; returns the screenshot's pixels' (distinct colours,
 /// share of non-white) and the browser's stderr.
 fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
-    let chromium = require_tool("chromium", "chromium");
+    let chromium = common::require_tool("chromium", "chromium");
     let shot = dir.join("shot.png");
     let profile = dir.join("profile");
     std::fs::create_dir_all(&profile).unwrap();

@@ -1,13 +1,12 @@
-//! The report of an [`ExportData`] that carries none of its own (`attach`, or data made in a
-//! test): a load section when there was load, and per measurement its syscall table and, for
-//! several processes, its per-process table.
+//! The report of an [`ExportData`] that carries none of its own (`attach`, serve's flight
+//! recordings): per measurement its syscall table and, for several processes, its per-process
+//! table. `run` brings its own report (`run::report`), with its load and verdicts.
 
 use super::{ExportData, Measurement};
 use crate::{
     report::{
         document::{Document, Part, Section},
         table::{self, Table},
-        units::duration,
     },
     stats::SyscallSummary,
 };
@@ -20,9 +19,6 @@ pub const SLOW_TITLE: &str = "Slowest calls";
 pub fn document(data: &ExportData) -> Document {
     let summaries = data.summaries();
     let mut sections = Vec::new();
-    if summaries.iter().any(|m| m.load.is_some()) {
-        sections.push(Section::new("Load", load_table(data, &summaries)));
-    }
     for m in &summaries {
         let (table, notes) = syscall_table_parts(m);
         let mut section = Section {
@@ -60,46 +56,6 @@ pub fn document(data: &ExportData) -> Document {
             sections,
         }],
     }
-}
-
-fn load_table(data: &ExportData, summaries: &[&Measurement]) -> Table {
-    let mut t = Table::new([
-        "variant",
-        "concurrency",
-        "runs",
-        "QPS mean ± σ",
-        "QPS min … max",
-        "requests",
-        "p50",
-        "p99",
-        "p99.9",
-        "errors",
-    ]);
-    for m in summaries.iter().filter(|m| m.load.is_some()) {
-        let (_, spread) = data.qps_of(m);
-        let load = m.load.as_ref().expect("filtered on load");
-        let q = |q: f64| {
-            if load.latency.is_empty() {
-                "-".to_owned()
-            } else {
-                duration(load.latency.value_at_quantile(q))
-            }
-        };
-        let errors: u64 = load.errors.values().sum();
-        t.row(vec![
-            m.variant.clone().unwrap_or_default(),
-            m.concurrency.map(|c| c.to_string()).unwrap_or_default(),
-            spread.map_or(0, |s| s.n).to_string(),
-            spread.map_or_else(|| "-".into(), |s| s.mean_and_sigma()),
-            spread.map_or_else(|| "-".into(), |s| format!("{:.0} … {:.0}", s.min, s.max)),
-            load.requests.to_string(),
-            q(0.5),
-            q(0.99),
-            q(0.999),
-            errors.to_string(),
-        ]);
-    }
-    t
 }
 
 /// The syscall table of one measurement and the lines under it (events per call, drops).

@@ -4,6 +4,7 @@
 
 pub mod otlp;
 pub mod podman;
+pub mod python;
 
 use std::{
     path::PathBuf,
@@ -161,4 +162,12 @@ pub fn open_gate_once_tracing(
     let _ = std::io::Read::read_to_end(&mut stderr, &mut seen);
     out.stderr = seen;
     out
+}
+
+/// The path of `tool`, or a panic naming the Debian package that has it.
+pub fn require_tool(tool: &str, package: &str) -> PathBuf {
+    let path = std::env::split_paths(&std::env::var_os("PATH").unwrap_or_default())
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file());
+    path.unwrap_or_else(|| panic!("`{tool}` is not installed: apt-get install -y {package}"))
 }

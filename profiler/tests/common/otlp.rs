@@ -7,48 +7,6 @@ use std::{
     process::{Child, Command, Stdio},
 };
 
-/// A venv under target/ with PyPI's `opentelemetry-proto`, installed on first use.
-pub fn otlp_python() -> PathBuf {
-    let venv = Path::new(env!("CARGO_TARGET_TMPDIR")).join("otlp-venv");
-    let python = venv.join("bin/python3");
-    let ok = |p: &Path| {
-        Command::new(p)
-            .args([
-                "-c",
-                "from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2",
-            ])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ok(&python) {
-        return python;
-    }
-    let created = Command::new("python3")
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .output()
-        .expect("python3 (apt-get install -y python3 python3-venv)");
-    assert!(
-        created.status.success(),
-        "python3 -m venv failed (apt-get install -y python3-venv): {}",
-        String::from_utf8_lossy(&created.stderr)
-    );
-    let pip = Command::new(venv.join("bin/pip"))
-        .args(["install", "--quiet", "opentelemetry-proto"])
-        .output()
-        .unwrap();
-    assert!(
-        pip.status.success(),
-        "pip install opentelemetry-proto (PyPI) failed: {}",
-        String::from_utf8_lossy(&pip.stderr)
-    );
-    assert!(
-        ok(&python),
-        "opentelemetry-proto installed but does not import"
-    );
-    python
-}
-
 /// An OTLP/HTTP receiver: decodes each `POST /v1/metrics` with the official classes and appends
 /// what it found, one JSON line per request, to argv[1]; prints its port.
 const RECEIVER: &str = r#"
@@ -106,7 +64,7 @@ pub struct Receiver {
 
 impl Receiver {
     pub fn start(dir: &Path) -> Self {
-        let python = otlp_python();
+        let python = super::python::python();
         let script = dir.join("receiver.py");
         std::fs::write(&script, RECEIVER).unwrap();
         let log = dir.join("received.jsonl");
