@@ -225,13 +225,12 @@ impl ReturnUnit {
         }
     }
 
-    /// What a call that returned 0 did: "no event", "0 bytes (end of file, or nothing
-    /// written)".
+    /// What a call that returned 0 got: "no event", "0 bytes" (a read's end of file).
     #[must_use]
     pub fn zero(self) -> &'static str {
         match self {
             Self::Events => "no event",
-            Self::Bytes => "0 bytes (end of file, or nothing written)",
+            Self::Bytes => "0 bytes",
         }
     }
 
