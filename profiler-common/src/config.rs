@@ -6,6 +6,9 @@
 pub const USER32_CS: u64 = 0x23;
 /// Offset of `cs` in x86_64's `struct pt_regs` (user ABI, the same on every kernel).
 pub const PT_REGS_CS: usize = 17 * 8;
+/// Offset of `dx` in x86_64's `struct pt_regs`: a syscall's third argument, in the x86_64 and
+/// the ia32 conventions alike (read's count, recvfrom's size).
+pub const PT_REGS_DX: usize = 12 * 8;
 /// Offsets of `bp`, `ip` and `sp` in x86_64's `struct pt_regs`: the user registers a slow
 /// call's stack is unwound from.
 pub const PT_REGS_BP: usize = 4 * 8;

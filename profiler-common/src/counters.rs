@@ -166,6 +166,9 @@ pub struct SyscallStats {
     /// Where the slot histograms its return value (`EVENTS`: epoll's events, the read/write
     /// family's bytes), the sum of the successful calls' return values.
     pub returned: u64,
+    /// Where the slot is sized ([`entry_sized`](crate::entry_sized)), the successful calls
+    /// that transferred fewer bytes than asked.
+    pub short: u64,
 }
 
 /// Everything the exit program updates for one syscall on one CPU, in one map value so the hot

@@ -113,6 +113,8 @@ impl Role {
 pub mod program {
     pub const SYSCALL_ENTER: &str = "syscall_enter";
     pub const SYSCALL_EXIT: &str = "syscall_exit";
+    /// `syscall_enter` for the sized syscalls (read, write...): keeps the requested size.
+    pub const SYSCALL_ENTER_SIZED: &str = "syscall_enter_sized";
     pub const COMPAT_ENTER: &str = "compat_enter";
     pub const COMPAT_EXIT: &str = "compat_exit";
     pub const EVERY_ENTER: &str = "every_enter";
@@ -144,9 +146,10 @@ pub mod program {
 }
 
 /// Every program with a fixed name, and its role.
-pub const PROGRAMS: [(&str, Role); 24] = [
+pub const PROGRAMS: [(&str, Role); 25] = [
     (program::SYSCALL_ENTER, Role::SyscallTiming),
     (program::SYSCALL_EXIT, Role::SyscallTiming),
+    (program::SYSCALL_ENTER_SIZED, Role::SyscallTiming),
     (program::FENTRY_SOCKETCALL, Role::SyscallTiming),
     (program::COMPAT_ENTER, Role::Compat),
     (program::COMPAT_EXIT, Role::Compat),

@@ -59,11 +59,14 @@ pub struct ThreadStart {
     pub every_key: u32,
     /// Explicit padding.
     pub _pad: u32,
+    /// The size the call asked to transfer (its third argument) where its slot is sized
+    /// ([`entry_sized`](crate::entry_sized)), else 0.
+    pub requested: u64,
 }
 
 /// [`ThreadStart::process`] of a call timed under `--all` in a process nobody named.
 pub const NO_PROCESS: u32 = u32::MAX;
 
-// SAFETY: u64 + u32 + u32, u64 + u32 + explicit u32 padding: no implicit padding, any bit
-// pattern valid.
+// SAFETY: u64 + u32 + u32, u64 + u32 + explicit u32 padding, u64: no implicit padding, any
+// bit pattern valid.
 pod!(ThreadStart);

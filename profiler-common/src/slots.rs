@@ -26,6 +26,18 @@ pub const fn entry_forks(entry: SlotEntry) -> bool {
 /// seen ([`DropReason::Ia32Socketcall`]); its slot reads as none.
 pub const IA32_NOT_TIMED: SlotEntry = SLOT_FLAG_FORKS << 1;
 
+/// Bit set in a slot-table entry for the syscalls whose third argument is the size they were
+/// asked to transfer and whose return value the bytes they did (read, write, recvfrom, sendto,
+/// pread64, pwrite64): their entry keeps the size, their exit counts the short ones.
+pub const SLOT_FLAG_SIZED: u32 = SLOT_FLAG_FORKS << 2;
+
+/// Whether an entry is of a syscall whose third argument is its requested size.
+#[inline(always)]
+#[must_use]
+pub const fn entry_sized(entry: SlotEntry) -> bool {
+    entry & SLOT_FLAG_SIZED != 0
+}
+
 /// An entry of the syscall-number → slot table: `slot + 1` in the low 16 bits (0 = not timed),
 /// flags above.
 pub type SlotEntry = u32;

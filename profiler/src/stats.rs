@@ -204,6 +204,18 @@ impl ReturnUnit {
         }
     }
 
+    /// Whether `syscall`'s third argument is the size it asks to transfer and its return value
+    /// the bytes it did (read, write, recvfrom, sendto, pread64, pwrite64), so that a short
+    /// call is known: the one list. The vectored ones (readv, writev, recvmsg, sendmsg) take
+    /// their sizes in user memory, which is not read.
+    #[must_use]
+    pub fn sized(syscall: &str) -> bool {
+        matches!(
+            syscall,
+            "read" | "write" | "recvfrom" | "sendto" | "pread64" | "pwrite64"
+        )
+    }
+
     /// `events` or `bytes`: "{key} per call", JSON's `{key}_per_call`, Prometheus's
     /// `syscall_{key}_per_call`.
     #[must_use]
@@ -259,6 +271,9 @@ pub struct Returned {
     pub per_call: LatencyHistogram,
     /// The exact sum of those values.
     pub total: u64,
+    /// For a sized syscall ([`ReturnUnit::sized`]), the calls that transferred fewer bytes
+    /// than asked; `None` where that is not known.
+    pub short: Option<u64>,
 }
 
 impl Returned {
@@ -289,6 +304,13 @@ impl Returned {
         "-".to_owned()
     }
 
+    /// The share of successful calls that transferred fewer bytes than asked, where known.
+    #[must_use]
+    pub fn short_share(&self) -> Option<f64> {
+        self.short
+            .map(|short| short as f64 / self.per_call.total().max(1) as f64)
+    }
+
     /// The share of calls that returned 0 (no event; end of file).
     #[must_use]
     pub fn zero_share(&self) -> f64 {
@@ -305,7 +327,7 @@ impl Returned {
     /// in bytes (quantiles as the kernel's buckets where they hold several values).
     #[must_use]
     pub fn line(&self) -> String {
-        format!(
+        let mut line = format!(
             "{:.2} {} per call (p50 {}, p99 {}, max {}), {} in {:.1}% of calls",
             self.mean(),
             self.unit.key(),
@@ -314,7 +336,14 @@ impl Returned {
             self.quantile_text(1.0),
             self.unit.zero(),
             100.0 * self.zero_share()
-        )
+        );
+        if let Some(share) = self.short_share() {
+            line.push_str(&format!(
+                ", short (fewer bytes than asked) in {:.1}%",
+                100.0 * share
+            ));
+        }
+        line
     }
 }
 
@@ -410,6 +439,7 @@ impl SyscallSummary {
                 unit,
                 per_call: LatencyHistogram::default(),
                 total: s.returned,
+                short: ReturnUnit::sized(name).then_some(s.short),
             }),
             off_cpu: off_cpu.then(|| {
                 let mut on_cpu = LatencyHistogram::default();
@@ -441,6 +471,7 @@ impl SyscallSummary {
         if let (Some(a), Some(b)) = (&mut self.returned, &other.returned) {
             a.per_call.merge(&b.per_call);
             a.total += b.total;
+            a.short = a.short.zip(b.short).map(|(x, y)| x + y);
         }
         if let (Some(a), Some(b)) = (&mut self.off_cpu, &other.off_cpu) {
             a.add(b);
@@ -494,6 +525,7 @@ impl SyscallSummary {
                     unit: a.unit,
                     per_call: a.per_call.since(&b.per_call),
                     total: a.total.saturating_sub(b.total),
+                    short: a.short.zip(b.short).map(|(x, y)| x.saturating_sub(y)),
                 }),
                 (a, _) => a.clone(),
             },

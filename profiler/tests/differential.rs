@@ -4,7 +4,8 @@
 //!
 //! Workloads (`tests/helpers/workloads.c`, built here with cc): threads, a fork storm,
 //! signal-interrupted calls, an exec chain 64 → 64 and 64 → 32 bits; every syscall of a
-//! program (`--syscalls all`); failed path lookups (ENOENT). Counting paths: `attach -- CMD`,
+//! program (`--syscalls all`); failed path lookups (ENOENT); bytes and short calls of the
+//! read/write family. Counting paths: `attach -- CMD`,
 //! `attach --pid`, a `serve --pid` scrape, and the JSON, CSV and Prometheus exports and the
 //! OTLP push of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
 //! accepts and closes exactly per request in `tests/run.rs`.)
@@ -510,6 +511,107 @@ fn failed_path_lookups_count_as_enoent() {
     assert_eq!(
         counted, expected,
         "ENOENT per syscall against strace's errors"
+    );
+}
+
+/// Bytes per call and short calls: every read and write of a program that reads files whole and
+/// in fixed blocks, against strace's record of each call's requested size and return value:
+/// per syscall, the bytes transferred, the calls that returned 0 and the short ones (fewer
+/// bytes than asked) are equal.
+#[test]
+fn bytes_and_short_reads_count_as_strace_counts() {
+    let _serial = serial();
+    let command = [
+        "/bin/sh",
+        "-c",
+        "cat /etc/services > /dev/null; dd if=/dev/zero of=/dev/null bs=1000 count=50 status=none; head -c 5000 /etc/services > /dev/null",
+    ];
+    let dir = scratch("bytes");
+    let log = dir.join("strace.log");
+    let status = Command::new("strace")
+        .args([
+            "-f",
+            "-qq",
+            "-e",
+            "trace=read,write",
+            "-e",
+            "signal=none",
+            "-o",
+        ])
+        .arg(&log)
+        .arg("--")
+        .args(command)
+        .status()
+        .expect("running strace");
+    assert!(status.success());
+    // (calls, bytes, zero, short) per syscall; a line ends "..., N)   = R" (a resumed call
+    // too, its ")" padded to a column).
+    let mut expected: BTreeMap<String, (u64, u64, u64, u64)> = BTreeMap::new();
+    for line in std::fs::read_to_string(&log).unwrap().lines() {
+        if line.ends_with("<unfinished ...>") {
+            continue;
+        }
+        let name = ["read", "write"].into_iter().find(|n| {
+            line.contains(&format!(" {n}(")) || line.contains(&format!("<... {n} resumed>"))
+        });
+        let split = line
+            .rsplit_once(" = ")
+            .and_then(|(call, ret)| Some((call.trim_end().strip_suffix(')')?, ret)));
+        let (Some(name), Some((args, ret))) = (name, split) else {
+            continue;
+        };
+        let ret: i64 = ret.split_whitespace().next().unwrap().parse().unwrap();
+        let asked: u64 = args.rsplit(", ").next().unwrap().parse().unwrap();
+        let e = expected.entry(name.to_owned()).or_default();
+        e.0 += 1;
+        if let Ok(got) = u64::try_from(ret) {
+            e.1 += got;
+            e.2 += u64::from(got == 0);
+            e.3 += u64::from(got < asked);
+        }
+    }
+    let json = dir.join("b.json");
+    let out = profiler()
+        .args(["attach", "--syscalls", "read,write", "--export-json"])
+        .arg(&json)
+        .arg("--")
+        .args(command)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = read_json(&json);
+    assert!(
+        every_call_seen(&data),
+        "{}",
+        data["measurements"][0]["dropped"]
+    );
+    let counted: BTreeMap<String, (u64, u64, u64, u64)> = data["measurements"][0]["syscalls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["calls"].as_u64() > Some(0))
+        .map(|s| {
+            let b = &s["bytes_per_call"];
+            let calls = b["calls"].as_u64().unwrap();
+            let share = |f: &str| (b[f].as_f64().unwrap() * calls as f64).round() as u64;
+            (
+                s["name"].as_str().unwrap().to_owned(),
+                (
+                    s["calls"].as_u64().unwrap(),
+                    b["total"].as_u64().unwrap(),
+                    share("zero_share"),
+                    share("short_share"),
+                ),
+            )
+        })
+        .collect();
+    assert_eq!(
+        counted, expected,
+        "(calls, bytes, returned 0, short) per syscall against strace's"
     );
 }
 

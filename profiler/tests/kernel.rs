@@ -377,7 +377,7 @@ fn pipe_read_waiting_20ms_measures_20ms() {
 
 /// Bytes per call: the read/write family's return values, histogrammed per successful call:
 /// 10 writes of 1000 bytes to /dev/null, 5 reads of 4096 from /dev/zero, 3 reads at the end of
-/// a pipe (0 bytes) and 2 failed reads (EBADF, in no histogram).
+/// a pipe (0 bytes, short) and 2 failed reads (EBADF, in no histogram).
 #[test]
 fn the_read_write_family_histograms_the_bytes_of_each_call() {
     use profiler::stats::ReturnUnit;
@@ -436,14 +436,24 @@ fn the_read_write_family_histograms_the_bytes_of_each_call() {
     );
     let r = bytes(read);
     assert_eq!(
-        r.per_call.total(),
-        8,
-        "the failed reads are in no histogram"
+        (r.per_call.total(), r.total),
+        (8, 5 * 4096),
+        "the failed reads are in no histogram: {}",
+        r.line()
     );
     assert!((r.zero_share() - 3.0 / 8.0).abs() < 1e-9, "{}", r.line());
     assert!(
         near(r.per_call.value_at_quantile(1.0), 4096),
         "{}",
+        r.line()
+    );
+    // Short: the 3 reads at the pipe's end (0 of 16 bytes); the writes and /dev/zero's reads
+    // got all they asked.
+    assert_eq!(
+        (w.short, r.short),
+        (Some(0), Some(3)),
+        "{} / {}",
+        w.line(),
         r.line()
     );
 }

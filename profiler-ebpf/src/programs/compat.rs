@@ -32,14 +32,20 @@ pub fn compat_enter(ctx: RawTracePointContext) -> u32 {
     let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
         return 0;
     };
-    if !is_ia32(ctx.arg::<*const u8>(0)) {
+    let regs = ctx.arg::<*const u8>(0);
+    if !is_ia32(regs) {
         return 0;
     }
     if slot_of_entry(entry).is_none() {
         count_drop(DropReason::Ia32Socketcall);
         return 0;
     }
-    begin_call(pid_tgid, process, entry);
+    let requested = if entry_sized(entry) {
+        requested_size(regs)
+    } else {
+        0
+    };
+    begin_call(pid_tgid, process, entry, requested);
     0
 }
 

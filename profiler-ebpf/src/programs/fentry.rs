@@ -8,12 +8,18 @@
 
 use super::*;
 
-/// Any traced syscall's entry.
+/// Slot `slot`'s function's entry; its one argument is the syscall's `pt_regs`, where a sized
+/// syscall's requested size is.
 #[inline(always)]
-fn enter() -> u32 {
+fn enter(ctx: &FEntryContext, slot: usize) -> u32 {
     let pid_tgid = bpf_get_current_pid_tgid();
     if let Some(process) = traced_process((pid_tgid >> 32) as u32) {
-        begin_call(pid_tgid, process, 0);
+        let requested = if entry_sized(slot_entry(slot)) {
+            requested_size(ctx.arg::<*const u8>(0))
+        } else {
+            0
+        };
+        begin_call(pid_tgid, process, 0, requested);
     }
     0
 }
@@ -51,8 +57,8 @@ const _: () = assert!(MAX_SYSCALL_SLOTS == 32);
 seq_macro::seq!(N in 0..32 {
     /// Slot N's 64-bit function, entry.
     #[fentry]
-    pub fn fentry_~N(_ctx: FEntryContext) -> u32 {
-        enter()
+    pub fn fentry_~N(ctx: FEntryContext) -> u32 {
+        enter(&ctx, N)
     }
 
     /// Slot N's 64-bit function, return.
@@ -63,8 +69,8 @@ seq_macro::seq!(N in 0..32 {
 
     /// Slot N's ia32 function, entry.
     #[fentry]
-    pub fn fentry32_~N(_ctx: FEntryContext) -> u32 {
-        enter()
+    pub fn fentry32_~N(ctx: FEntryContext) -> u32 {
+        enter(&ctx, N)
     }
 
     /// Slot N's ia32 function, return.

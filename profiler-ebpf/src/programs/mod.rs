@@ -26,11 +26,12 @@ pub(crate) use profiler_common::{
     ANNOUNCE_SLOT, Config, DERIVED_PROCESS, DROP_REASONS, DropReason, EVERY_KEYS, ErrnoClass,
     FIELD_ABSENT, FIRST_FORKED_PROCESS, HIST_BUCKETS, HOLDERS, Holder, Holders, LatencyBuckets,
     MAX_CGROUP_IDS, MAX_PROCESSES, MAX_SYSCALL_NR, MAX_SYSCALL_SLOTS, NO_PROCESS, OFF_BLOCKED,
-    OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu, OtherCalls, PT_REGS_BP, PT_REGS_CS, PT_REGS_IP,
-    PT_REGS_ORIG_AX, PT_REGS_SP, RAN_SEGMENTS, RECORD_HEADER, RECORD_WINDOW, RanRing, RecordLayout,
-    RowStats, STACK_NOT_TAKEN, SlotEntry, SlowCall, SlowCallStack, SyscallSlot, ThreadStart,
-    USER_STACK_BYTES, USER_STACK_CHUNK, USER32_CS, bucket_index, entry_counts_events, entry_forks,
-    entry_slot, every_key, forked_process_index, slot_of_entry, switched_out_runnable,
+    OFF_RUNNABLE, OVERFLOW_PROCESS, OffCpu, OtherCalls, PT_REGS_BP, PT_REGS_CS, PT_REGS_DX,
+    PT_REGS_IP, PT_REGS_ORIG_AX, PT_REGS_SP, RAN_SEGMENTS, RECORD_HEADER, RECORD_WINDOW, RanRing,
+    RecordLayout, RowStats, STACK_NOT_TAKEN, SlotEntry, SlowCall, SlowCallStack, SyscallSlot,
+    ThreadStart, USER_STACK_BYTES, USER_STACK_CHUNK, USER32_CS, bucket_index, entry_counts_events,
+    entry_forks, entry_sized, entry_slot, every_key, forked_process_index, slot_of_entry,
+    switched_out_runnable,
 };
 
 mod cgroup;

@@ -53,21 +53,46 @@ pub fn syscall_enter(_ctx: TracePointContext) -> u32 {
     let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
         return 0;
     };
-    begin_call(pid_tgid, process, 0);
+    begin_call(pid_tgid, process, 0, 0);
     0
 }
 
-/// A traced thread enters a call: its start time and process in its `START` entry
-/// (`compat_entry`: the raw compat programs' slot-table entry, 0 for every other front end),
-/// its off-CPU parts from zero. Every front end starts its calls here.
+/// Offset of a `sys_enter_*` record's third argument: `args[]` follows the 8-byte common
+/// header and the 4-byte syscall number, 8-aligned, on every kernel (`syscall_trace_enter`).
+const SYS_ENTER_ARG2: u32 = 16 + 2 * 8;
+
+/// `syscall_enter` for the sized syscalls (read's count is their third argument), attached
+/// only to their tracepoints, whose records all hold three arguments: it keeps the size.
+#[tracepoint]
+pub fn syscall_enter_sized(ctx: TracePointContext) -> u32 {
+    let pid_tgid = bpf_get_current_pid_tgid();
+    let Some(process) = traced_process((pid_tgid >> 32) as u32) else {
+        return 0;
+    };
+    begin_call(pid_tgid, process, 0, field::<8>(&ctx, SYS_ENTER_ARG2));
+    0
+}
+
+/// A sized call's requested size, from the user registers of its syscall (`regs`: the
+/// `pt_regs` the syscall functions and the raw tracepoints get); 0 if unreadable.
 #[inline(always)]
-pub(crate) fn begin_call(pid_tgid: u64, process: u32, compat_entry: SlotEntry) {
+pub(crate) fn requested_size(regs: *const u8) -> u64 {
+    // SAFETY: a read of kernel memory through the helper, which fails instead of faulting.
+    unsafe { bpf_probe_read_kernel(regs.add(PT_REGS_DX).cast::<u64>()) }.unwrap_or(0)
+}
+
+/// A traced thread enters a call: its start time, process and requested size (0 but for a
+/// sized syscall) in its `START` entry (`compat_entry`: the raw compat programs' slot-table
+/// entry, 0 for every other front end), its off-CPU parts from zero. Every front end starts its calls here.
+#[inline(always)]
+pub(crate) fn begin_call(pid_tgid: u64, process: u32, compat_entry: SlotEntry, requested: u64) {
     match thread_start_created(pid_tgid as u32) {
         // SAFETY: only this thread writes its own entry between its syscall entry and exit.
         Some(start) => unsafe {
             (*start).start_ns = bpf_ktime_get_ns();
             (*start).process = process;
             (*start).compat_entry = compat_entry;
+            (*start).requested = requested;
         },
         None => count_drop(DropReason::IdOutOfRange),
     }
@@ -158,6 +183,7 @@ pub(crate) fn account<C: StackIdContext>(
     // SAFETY: per-CPU value; preemption is disabled while a tracepoint program runs.
     let data = unsafe { &mut *data };
     let process = start.process;
+    let start_requested = start.requested;
     let start = start.start_ns;
     let elapsed = now.saturating_sub(start);
     let failed = ret < 0;
@@ -224,6 +250,9 @@ pub(crate) fn account<C: StackIdContext>(
         && let Some(events) = EVENTS.get_ptr_mut(slot)
     {
         data.stats.returned += ret as u64;
+        if entry_sized(entry) && (ret as u64) < start_requested {
+            data.stats.short += 1;
+        }
         let bucket = bucket_index(ret as u64) as usize & (HIST_BUCKETS - 1);
         // SAFETY: per-CPU value, as above.
         if let Some(count) = unsafe { &mut *events }.counts.get_mut(bucket) {

@@ -785,6 +785,7 @@ impl Session {
                     unit,
                     per_call: LatencyHistogram::default(),
                     total: 0,
+                    short: crate::stats::ReturnUnit::sized(&syscall.name).then_some(0),
                 }),
                 ..Default::default()
             };
@@ -1430,13 +1431,29 @@ impl Session {
         // finds its exit program attached.
         match point {
             AttachPoint::Tracepoint => {
-                let names: Vec<String> =
-                    self.syscalls.iter().map(|s| s.tracepoint.clone()).collect();
-                for (program, prefix) in [(exit, "sys_exit_"), (enter, "sys_enter_")] {
-                    for name in &names {
-                        let to = AttachTo::tracepoint("syscalls", &format!("{prefix}{name}"));
-                        self.attach(program, &to)?;
-                    }
+                // The profiler's sized syscalls (read's count) enter through the program that
+                // keeps their requested size.
+                let names: Vec<(String, bool)> = self
+                    .syscalls
+                    .iter()
+                    .map(|s| {
+                        let sized = programs == Programs::Profiler
+                            && crate::stats::ReturnUnit::sized(&s.name);
+                        (s.tracepoint.clone(), sized)
+                    })
+                    .collect();
+                for (name, _) in &names {
+                    let to = AttachTo::tracepoint("syscalls", &format!("sys_exit_{name}"));
+                    self.attach(exit, &to)?;
+                }
+                for (name, sized) in &names {
+                    let to = AttachTo::tracepoint("syscalls", &format!("sys_enter_{name}"));
+                    let program = if *sized {
+                        program::SYSCALL_ENTER_SIZED
+                    } else {
+                        enter
+                    };
+                    self.attach(program, &to)?;
                 }
             }
             AttachPoint::RawTracepoint => {
@@ -1617,6 +1634,9 @@ fn slot_entry(slot: usize, s: &Syscall) -> u32 {
     let mut entry = encode_slot_entry(slot as u32, s.return_unit().is_some());
     if s.forks() {
         entry |= profiler_common::SLOT_FLAG_FORKS;
+    }
+    if crate::stats::ReturnUnit::sized(&s.name) {
+        entry |= profiler_common::SLOT_FLAG_SIZED;
     }
     entry
 }

@@ -289,6 +289,9 @@ struct ReturnedJson {
     max: u64,
     /// The share of calls that returned 0 (no event; end of file).
     zero_share: f64,
+    /// The share that transferred fewer bytes than asked (read, write, recvfrom, sendto,
+    /// pread64, pwrite64; null for the others).
+    short_share: Option<f64>,
     buckets: Vec<Bucket>,
 }
 
@@ -304,6 +307,7 @@ fn returned(s: &SyscallSummary, unit: ReturnUnit) -> Option<ReturnedJson> {
         p99: h.value_at_quantile(0.99),
         max: h.range().map_or(0, |r| r.1),
         zero_share: r.zero_share(),
+        short_share: r.short_share(),
         buckets: h.buckets().collect(),
     })
 }
