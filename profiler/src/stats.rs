@@ -77,19 +77,22 @@ impl LatencyHistogram {
     /// within half a bucket (1/64 of the value) of the exact answer. 0 when empty.
     #[must_use]
     pub fn value_at_quantile(&self, q: f64) -> u64 {
+        self.bucket_at_quantile(q).map_or(0, midpoint)
+    }
+
+    /// The bucket that holds the value at quantile `q` (0..=1); `None` when empty.
+    #[must_use]
+    pub fn bucket_at_quantile(&self, q: f64) -> Option<Bucket> {
         let total = self.total();
         if total == 0 {
-            return 0;
+            return None;
         }
         let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
         let mut seen = 0;
-        for b in self.buckets() {
+        self.buckets().find(|b| {
             seen += b.count;
-            if seen >= rank {
-                return midpoint(b);
-            }
-        }
-        0
+            seen >= rank
+        })
     }
 
     /// The same distribution as an `hdrhistogram` (3 significant digits): each bucket's count is
@@ -288,20 +291,11 @@ impl Returned {
     /// returned 4096).
     #[must_use]
     pub fn quantile_text(&self, q: f64) -> String {
-        let total = self.per_call.total();
-        let rank = ((q.clamp(0.0, 1.0) * total as f64).ceil() as u64).max(1);
-        let mut seen = 0;
-        for b in self.per_call.buckets() {
-            seen += b.count;
-            if seen >= rank {
-                return if b.low == b.high {
-                    b.low.to_string()
-                } else {
-                    format!("{}–{}", b.low, b.high)
-                };
-            }
+        match self.per_call.bucket_at_quantile(q) {
+            Some(b) if b.low == b.high => b.low.to_string(),
+            Some(b) => format!("{}–{}", b.low, b.high),
+            None => "-".to_owned(),
         }
-        "-".to_owned()
     }
 
     /// The share of successful calls that transferred fewer bytes than asked, where known.
@@ -489,6 +483,12 @@ impl SyscallSummary {
             return v;
         }
         v.clamp(self.min_ns, self.max_ns)
+    }
+
+    /// What the calls returned, if it counts `unit`.
+    #[must_use]
+    pub fn returned_as(&self, unit: ReturnUnit) -> Option<&Returned> {
+        self.returned.as_ref().filter(|r| r.unit == unit)
     }
 
     /// Mean latency in ns.

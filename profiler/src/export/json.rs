@@ -297,7 +297,7 @@ struct ReturnedJson {
 
 /// `s`'s histogram of returned counts if they count `unit`.
 fn returned(s: &SyscallSummary, unit: ReturnUnit) -> Option<ReturnedJson> {
-    let r = s.returned.as_ref().filter(|r| r.unit == unit)?;
+    let r = s.returned_as(unit)?;
     let h = &r.per_call;
     Some(ReturnedJson {
         calls: h.total(),

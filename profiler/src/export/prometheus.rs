@@ -38,11 +38,6 @@ pub fn latency_bounds_ns() -> Vec<u64> {
     (6..=36).map(|k| (1u64 << k) - 1).collect()
 }
 
-/// `s`'s histogram of returned counts, if they count `unit`.
-fn of_unit(s: &crate::stats::SyscallSummary, unit: ReturnUnit) -> Option<&crate::stats::Returned> {
-    s.returned.as_ref().filter(|r| r.unit == unit)
-}
-
 /// Cumulative counts at each bound (`<= bound`), then the total for `+Inf`. When the kernel
 /// clamped values above its largest bucket (`clamped`), that bucket's count goes to `+Inf` only.
 #[must_use]
@@ -235,7 +230,7 @@ pub fn render(data: &ExportData) -> String {
             m.syscalls
                 .syscalls
                 .iter()
-                .any(|s| of_unit(s, unit).is_some())
+                .any(|s| s.returned_as(unit).is_some())
         }) {
             continue;
         }
@@ -245,7 +240,7 @@ pub fn render(data: &ExportData) -> String {
         family(&mut out, &name, "histogram", unit.help());
         for m in &summaries {
             for s in &m.syscalls.syscalls {
-                if let Some(r) = of_unit(s, unit) {
+                if let Some(r) = s.returned_as(unit) {
                     let labels = labels(m, &s.name);
                     let (counts, total) = cumulative(&r.per_call, &bounds, false);
                     histogram(

@@ -1039,10 +1039,8 @@ fn side_by_side(s: &ScenarioResult) -> Option<Section> {
     ] {
         table.row(row(label, &|_, m, _| {
             let mut h = crate::stats::LatencyHistogram::default();
-            for r in m.syscalls.iter().filter_map(|x| x.returned.as_ref()) {
-                if r.unit == unit {
-                    h.merge(&r.per_call);
-                }
+            for r in m.syscalls.iter().filter_map(|x| x.returned_as(unit)) {
+                h.merge(&r.per_call);
             }
             if h.total() > 0 {
                 format!("{:.2}", h.mean())
