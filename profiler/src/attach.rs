@@ -221,6 +221,7 @@ fn finish(
     // The counters cover the time from the last attach to this snapshot: not the load before it
     // nor the detach after it.
     let elapsed = session.traced_for();
+    let front = session.syscall_front().name();
     let final_snapshot = session.snapshot().map_err(anyhow::Error::from);
     session.flush_logs();
     drop(session);
@@ -269,9 +270,9 @@ fn finish(
             report.push_str(&Section::new(table::EVERY_SYSCALL_TITLE, t).to_text());
         }
         Some(_) => {}
-        None => report.push_str(
-            "left out: not measured (the fentry front end spares every syscall the raw tracepoints that count the rest; --syscalls all counts them)\n",
-        ),
+        None => report.push_str(&format!(
+            "left out: not measured (the {front} front end spares every syscall the raw tracepoints that count the rest; --syscalls all counts them)\n",
+        )),
     }
     if let Some(t) = table::off_cpu_table(&snapshot) {
         report.push_str(&Section::new(table::OFF_CPU_TITLE, t).to_text());

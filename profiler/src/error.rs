@@ -85,13 +85,18 @@ pub enum SetupError {
     #[error("--syscalls names no syscall: give a comma-separated list such as close,read")]
     NoSyscalls,
     /// A pid that does not name a running process.
-    /// `--attach fentry` where the kernel cannot give it (why).
-    #[error("--attach fentry: {0}; use --attach tracepoint (or auto, which falls back by itself)")]
-    FentryUnavailable(String),
-    /// Under `auto`, the kernel refused fentry at attach (why): `Session::start` loads the
-    /// programs again for the tracepoints; never shown unless that load fails too.
-    #[error("fentry was refused at attach ({0}), and the tracepoints could not be loaded")]
-    FentryRefusedAtAttach(String),
+    /// `--attach FRONT` where the kernel cannot give it (why).
+    #[error(
+        "--attach {front}: {why}; use --attach tracepoint (or auto, which falls back by itself)"
+    )]
+    FrontUnavailable { front: &'static str, why: String },
+    /// Under `auto`, the kernel refused a front end at attach (why): `Session::start` loads
+    /// the programs again for the next; never shown unless that load fails too.
+    #[error("{} was refused at attach ({why}), and no other front end could be loaded", point.front().name)]
+    FrontRefusedAtAttach {
+        point: crate::bpf::AttachPoint,
+        why: String,
+    },
 
     /// `PROFILER_ATTACH` names no front end.
     #[error("{0}")]

@@ -714,7 +714,7 @@ fn the_overhead_limits_attach_on_both_attach_points_and_the_timers_time() {
 /// Whether the kernel loads and attaches fentry/fexit programs (a locked-down one refuses
 /// them: this machine's).
 fn fentry_accepted() -> bool {
-    profiler::bpf::fentry_refused().is_none()
+    profiler::bpf::front_refused(profiler::bpf::AttachPoint::Fentry).is_none()
 }
 
 /// `auto` uses fentry/fexit wherever the kernel accepts them, and otherwise the tracepoints
@@ -722,16 +722,15 @@ fn fentry_accepted() -> bool {
 /// front end counts a child's closes exactly, 64-bit calls only (32-bit ones: tests/hosts.rs).
 #[test]
 fn auto_uses_fentry_where_the_kernel_accepts_it_and_both_count_exactly() {
-    use profiler::bpf::{SyscallAttach, SyscallFront};
+    use profiler::bpf::{
+        AttachPoint::{Fentry, Tracepoint},
+        SyscallAttach::{self, Auto, Only},
+    };
     let _serial = serial();
     let close = Syscall::resolve_list(&["close"]).expect("close resolves");
     let accepted = fentry_accepted();
     let preemptible = profiler::bpf::front::preemptible_kernel();
-    for attach in [
-        SyscallAttach::Fentry,
-        SyscallAttach::Auto,
-        SyscallAttach::Tracepoint,
-    ] {
+    for attach in [Only(Fentry), Auto, Only(Tracepoint)] {
         let child = Child::stopped(|| {
             for _ in 0..1000 {
                 // SAFETY: closing an invalid descriptor only fails with EBADF.
@@ -743,7 +742,7 @@ fn auto_uses_fentry_where_the_kernel_accepts_it_and_both_count_exactly() {
             ..SessionConfig::new(close.clone(), Target::Processes(vec![child.pid()]))
         });
         let session = match (attach, started) {
-            (SyscallAttach::Fentry, Err(e)) if !accepted => {
+            (Only(Fentry), Err(e)) if !accepted => {
                 let text = e.to_string();
                 assert!(
                     text.starts_with("--attach fentry: the kernel")
@@ -763,19 +762,20 @@ fn auto_uses_fentry_where_the_kernel_accepts_it_and_both_count_exactly() {
             }
             (_, Ok(session)) => session,
         };
-        match (attach, session.syscall_front()) {
-            (SyscallAttach::Tracepoint, SyscallFront::Tracepoint(None))
-            | (SyscallAttach::Fentry, SyscallFront::Fentry(_)) => {}
-            (SyscallAttach::Auto, SyscallFront::Fentry(_)) => assert!(
+        let front = session.syscall_front();
+        match (attach, front.point, front.why_not(Fentry)) {
+            (Only(Tracepoint), Tracepoint, None) | (Only(Fentry), Fentry, None) => {}
+            (Auto, Fentry, None) => assert!(
                 accepted && preemptible.is_none(),
                 "auto chose fentry on a kernel that refuses it or preempts it ({preemptible:?})"
             ),
-            (SyscallAttach::Auto, SyscallFront::Tracepoint(Some(why))) => assert!(
-                (!accepted && why.contains("refused")) || preemptible.as_ref() == Some(why),
+            (Auto, Tracepoint, Some(why)) => assert!(
+                (!accepted && why.contains("refused")) || preemptible.as_deref() == Some(why),
                 "auto chose the tracepoints on a kernel that allows fentry: {why}"
             ),
-            (attach, front) => panic!("{attach:?} gave {front:?}"),
+            (attach, _, _) => panic!("{attach:?} gave {front:?}"),
         }
+        let _: SyscallAttach = attach;
         child.resume();
         child.join();
         let s = snapshot(&session);

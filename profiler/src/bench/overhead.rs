@@ -66,8 +66,8 @@ pub enum Config {
     MinimalTimer(AttachPoint),
     /// The profiler's programs, on the syscall tracepoints.
     Profiler,
-    /// The profiler's programs on fentry/fexit.
-    ProfilerFentry,
+    /// The profiler's programs on another front end than the tracepoints (fentry/fexit).
+    ProfilerOn(AttachPoint),
     /// The profiler's programs with `--off-cpu` (sched_switch, sched_wakeup), on the raw
     /// tracepoints where the kernel allows (what a session chooses).
     ProfilerOffCpu,
@@ -101,15 +101,22 @@ pub enum Config {
 }
 
 impl Config {
-    fn label(self) -> &'static str {
+    fn label(self) -> String {
         match self {
+            // The floors as their front end names them.
+            Self::Empty(point) => format!("empty pair{}", point.front().row),
+            Self::MinimalTimer(point) => format!("minimal timer{}", point.front().row),
+            Self::ProfilerOn(point) => format!("syscall-profiler{}", point.front().row),
+            other => other.fixed_label().unwrap_or_default().to_owned(),
+        }
+    }
+
+    /// The label of a configuration that is not a front end's floor.
+    fn fixed_label(self) -> Option<&'static str> {
+        Some(match self {
+            Self::Empty(_) | Self::MinimalTimer(_) | Self::ProfilerOn(_) => return None,
             Self::Nothing => "nothing attached",
-            Self::Empty(AttachPoint::Tracepoint) => "empty pair",
-            Self::MinimalTimer(AttachPoint::Tracepoint) => "minimal timer",
             Self::Profiler => "syscall-profiler",
-            Self::ProfilerFentry => "syscall-profiler, fentry",
-            Self::Empty(AttachPoint::Fentry) => "empty pair, fentry",
-            Self::MinimalTimer(AttachPoint::Fentry) => "minimal timer, fentry",
             Self::ProfilerOffCpu => "syscall-profiler --off-cpu",
             Self::ProfilerOffCpuClassic => "syscall-profiler --off-cpu, classic sched tracepoints",
             Self::ProfilerSlow => "syscall-profiler --slow 1s",
@@ -122,9 +129,7 @@ impl Config {
             Self::EmptySched => "empty sched pair, raw_tp",
             Self::EmptyStats => "empty pair, statistics on",
             Self::ProfilerStats => "syscall-profiler, statistics on",
-            Self::Empty(AttachPoint::RawTracepoint) => "empty pair, raw_tp",
-            Self::MinimalTimer(AttachPoint::RawTracepoint) => "minimal timer, raw_tp",
-        }
+        })
     }
 
     /// The `--slow` threshold of the configuration.
@@ -143,7 +148,7 @@ impl Config {
             Self::MinimalTimer(point) => Some(Programs::MinimalTimer(point)),
             Self::EmptySched => Some(Programs::EmptySched),
             Self::Profiler
-            | Self::ProfilerFentry
+            | Self::ProfilerOn(_)
             | Self::ProfilerOffCpu
             | Self::ProfilerOffCpuClassic
             | Self::ProfilerSlow
@@ -221,9 +226,9 @@ impl Measured {
     }
 }
 
-/// The rows of the main table: close traced in this process, every configuration (the fentry
-/// ones where the kernel accepts fentry).
-fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
+/// The rows of the main table: close traced in this process, every configuration (each front
+/// end's where the kernel gives it: `given`).
+fn main_rows(bpftrace: bool, given: &[AttachPoint]) -> Vec<Measured> {
     let mut configs = vec![
         Config::Nothing,
         Config::Empty(AttachPoint::Tracepoint),
@@ -239,14 +244,13 @@ fn main_rows(bpftrace: bool, fentry: bool) -> Vec<Measured> {
     if bpftrace {
         configs.push(Config::Bpftrace);
     }
-    configs.push(Config::Empty(AttachPoint::RawTracepoint));
-    configs.push(Config::MinimalTimer(AttachPoint::RawTracepoint));
-    if fentry {
-        configs.extend([
-            Config::ProfilerFentry,
-            Config::Empty(AttachPoint::Fentry),
-            Config::MinimalTimer(AttachPoint::Fentry),
-        ]);
+    // Every other front end the kernel gives: the profiler on it, where it times syscalls,
+    // and its floors.
+    for &point in given.iter().filter(|&&p| p != AttachPoint::Tracepoint) {
+        if point.front().help.is_some() {
+            configs.push(Config::ProfilerOn(point));
+        }
+        configs.extend([Config::Empty(point), Config::MinimalTimer(point)]);
     }
     configs
         .into_iter()
@@ -310,8 +314,16 @@ fn tax_rows(fentry: bool) -> Vec<Measured> {
         // (a) and (b) on fentry: an untraced caller of close runs the trampoline and the
         // programs' early exit; getppid has no program at all.
         rows.extend([
-            Measured::new(Config::ProfilerFentry, Workload::DupClose, Tracked::Other),
-            Measured::new(Config::ProfilerFentry, Workload::Getppid, Tracked::Me),
+            Measured::new(
+                Config::ProfilerOn(AttachPoint::Fentry),
+                Workload::DupClose,
+                Tracked::Other,
+            ),
+            Measured::new(
+                Config::ProfilerOn(AttachPoint::Fentry),
+                Workload::Getppid,
+                Tracked::Me,
+            ),
             Measured::new(
                 Config::Empty(AttachPoint::Fentry),
                 Workload::Getppid,
@@ -336,14 +348,17 @@ pub fn measure(args: &OverheadArgs) -> Result<Vec<Measured>> {
     if !bpftrace && !args.no_bpftrace {
         crate::errln!("bpftrace is not installed: its row is left out (apt-get install bpftrace)");
     }
-    let fentry_refused = crate::bpf::fentry_refused();
-    if let Some(why) = &fentry_refused {
-        crate::errln!("fentry is not measured here: {why}");
+    let mut given = Vec::new();
+    for point in AttachPoint::ALL {
+        match crate::bpf::front_refused(point) {
+            None => given.push(point),
+            Some(why) => crate::errln!("{} is not measured here: {why}", point.front().name),
+        }
     }
     pin_to_last_cpu();
     let other = IdleChild::start()?;
-    let mut results = main_rows(bpftrace, fentry_refused.is_none());
-    results.extend(tax_rows(fentry_refused.is_none()));
+    let mut results = main_rows(bpftrace, &given);
+    results.extend(tax_rows(given.contains(&AttachPoint::Fentry)));
     let rows = results.len();
     let started = std::time::Instant::now();
     for round in 0..args.rounds as usize {
@@ -452,11 +467,10 @@ fn measure_one(
             SchedAttach::Auto
         },
         slow,
-        syscall_attach: Some(if m.config == Config::ProfilerFentry {
-            SyscallAttach::Fentry
-        } else {
-            SyscallAttach::Tracepoint
-        }),
+        syscall_attach: Some(SyscallAttach::Only(match m.config {
+            Config::ProfilerOn(point) => point,
+            _ => AttachPoint::Tracepoint,
+        })),
         // As `run` times its 64-bit servers: the syscall-timing programs alone, comparable
         // with the floors (the compat programs' cost is the raw_tp empty pair's); with them
         // where the configuration measures them.
@@ -924,7 +938,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             ratio_cells(&round_ratios(m, empty, nothing))
         };
         table.row([
-            m.config.label().to_owned(),
+            m.config.label(),
             format!("{:.0}", m.median()),
             min_max(&m.samples),
             if base {
@@ -1078,7 +1092,11 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             ));
         }
         if let (Some(fentry), Some(fentry_timer), Some(fentry_empty)) = (
-            find(Config::ProfilerFentry, DupClose, Tracked::Me),
+            find(
+                Config::ProfilerOn(AttachPoint::Fentry),
+                DupClose,
+                Tracked::Me,
+            ),
             find(
                 Config::MinimalTimer(AttachPoint::Fentry),
                 DupClose,
@@ -1134,7 +1152,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
                 };
                 tax.row([
                     what.to_owned(),
-                    m.config.label().to_owned(),
+                    m.config.label(),
                     format!("{:.0}", m.median()),
                     ns_cell(&added),
                     format!("{lo:+.0} … {hi:+.0}"),
@@ -1154,7 +1172,11 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
     tax_row(a, fentry_empty, Some(nothing), fentry_empty);
     tax_row(
         a,
-        find(Config::ProfilerFentry, DupClose, Tracked::Other),
+        find(
+            Config::ProfilerOn(AttachPoint::Fentry),
+            DupClose,
+            Tracked::Other,
+        ),
         Some(nothing),
         fentry_empty,
     );
@@ -1168,7 +1190,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
         (Config::Empty(raw), raw_floor),
         (Config::MinimalTimer(raw), raw_floor),
         (Config::Empty(AttachPoint::Fentry), fentry_floor),
-        (Config::ProfilerFentry, fentry_floor),
+        (Config::ProfilerOn(AttachPoint::Fentry), fentry_floor),
     ] {
         tax_row(
             b,
@@ -1225,7 +1247,7 @@ pub fn render(results: &[Measured], args: &OverheadArgs) -> String {
             programs.row([
                 match (m.workload, m.tracked) {
                     (Workload::PingPong, _) => format!("{} (untraced ping-pong)", m.config.label()),
-                    (_, Tracked::Me) => m.config.label().to_owned(),
+                    (_, Tracked::Me) => m.config.label(),
                     (_, Tracked::Other) => format!("{} (a) untraced process", m.config.label()),
                 },
                 name.to_owned(),

@@ -1,8 +1,10 @@
 //! Loading, configuring and attaching the kernel programs, and reading what they counted.
 //!
 //! A [`Session`] is one load of `profiler-ebpf`: the syscall set and the target processes are data
-//! written into its maps. On the tracepoint front end every traced syscall shares the same two
-//! programs (`syscall_enter`/`syscall_exit`); on fentry each slot has its own pair per table.
+//! written into its maps. Which programs time the syscalls, and where they attach, is the front
+//! end's ([`front::FrontEnd`]: on the tracepoints every traced syscall shares the same two
+//! programs, on fentry each slot has its own pair per table); the session attaches what it
+//! lists, with the 32-bit and every-call programs beside it where it needs them.
 
 pub mod attach;
 pub mod environment;
@@ -31,7 +33,7 @@ use profiler_common::{
 
 use self::attach::{AttachTo, Link};
 pub use self::{
-    front::{SyscallAttach, SyscallFront},
+    front::{AttachPoint, SyscallAttach, SyscallFront},
     layout::{GroupExit, SchedAttach, SchedFront},
     syscall_names::{DEFAULT_SYSCALLS, Syscall},
 };
@@ -224,17 +226,6 @@ pub enum Programs {
     EmptySched,
 }
 
-/// Where syscall programs attach.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AttachPoint {
-    /// `syscalls:sys_enter_NAME` / `sys_exit_NAME`, one pair per syscall.
-    Tracepoint,
-    /// The raw `sys_enter` / `sys_exit` tracepoints: one pair for every syscall of every process.
-    RawTracepoint,
-    /// fentry/fexit on the first syscall's function (where the kernel allows them).
-    Fentry,
-}
-
 /// One load of the kernel programs, attached and counting until dropped.
 pub struct Session {
     ebpf: Ebpf,
@@ -277,7 +268,7 @@ pub struct Session {
     count_every: CountEvery,
     count_in_compat: bool,
     every: bool,
-    /// The front end timing the syscalls.
+    /// The front end timing the syscalls (the benchmark's floors: the one they are on).
     syscall_front: SyscallFront,
     /// `kernel.pid_max` when the per-thread maps were sized.
     pid_max: u32,
@@ -294,25 +285,26 @@ impl Drop for Session {
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
-        match Self::load(config) {
-            // fentry, planned under auto, refused at attach (a lockdown the pre-check could not
-            // read: securityfs unmounted): loaded again for the tracepoints, so that what is
-            // frozen at load (every call counted inside the compat pair) is what they need.
-            Err(SetupError::FentryRefusedAtAttach(why)) => {
-                let mut session = Self::load(&SessionConfig {
-                    syscall_attach: Some(SyscallAttach::Tracepoint),
-                    ..config.clone()
-                })?;
-                log::debug!("syscalls on their tracepoints, not fentry: {why}");
-                session.syscall_front = SyscallFront::Tracepoint(Some(why));
-                Ok(session)
+        // A front end planned under auto and refused at attach (fentry on a lockdown the
+        // pre-check could not read: securityfs unmounted) is passed by, and the programs are
+        // loaded again for the next: what is frozen at load (every call counted inside the
+        // compat pair) must be what that one needs.
+        let mut passed_by = Vec::new();
+        loop {
+            match Self::load(config, passed_by.clone()) {
+                Err(SetupError::FrontRefusedAtAttach { point, why }) => {
+                    passed_by.push((point, why));
+                }
+                other => return other.map_err(environment::explain_lockdown),
             }
-            other => other,
         }
-        .map_err(environment::explain_lockdown)
     }
 
-    fn load(config: &SessionConfig) -> Result<Self, SetupError> {
+    /// [`Session::start`]'s one try, `passed_by` the front ends refused at attach so far.
+    fn load(
+        config: &SessionConfig,
+        passed_by: Vec<(AttachPoint, String)>,
+    ) -> Result<Self, SetupError> {
         environment::prepare()?;
         environment::check_bpf()?;
         environment::raise_memlock_limit();
@@ -399,36 +391,25 @@ impl Session {
             Some(attach) => attach,
             None => SyscallAttach::default_choice().map_err(SetupError::BadAttachChoice)?,
         };
-        let syscall_front = match (config.programs, attach) {
-            (Programs::Profiler, SyscallAttach::Fentry) => SyscallFront::Fentry(
-                front::fentry_targets(&config.syscalls, compat)
-                    .map_err(SetupError::FentryUnavailable)?,
-            ),
-            (Programs::Profiler, SyscallAttach::Auto) => {
-                // A locked-down kernel refuses fentry whatever else holds: said first.
-                let locked = match environment::lockdown_mode().as_deref() {
-                    Some(mode @ ("integrity" | "confidentiality")) => Some(format!(
-                        "the kernel is locked down ({mode}): fentry is refused there"
-                    )),
-                    _ => None,
-                };
-                match locked
-                    .or_else(front::preemptible_kernel)
-                    .map_or_else(|| front::fentry_targets(&config.syscalls, compat), Err)
-                {
-                    Ok(targets) => SyscallFront::Fentry(targets),
-                    Err(why) => SyscallFront::Tracepoint(Some(why)),
-                }
-            }
-            _ => SyscallFront::Tracepoint(None),
-        };
-        // Where the compat programs will run (the tracepoint front end with 32-bit timing),
-        // they count every call too, at a map lookup per syscall; decided before load, from
-        // the planned front end (a fentry front end refused at attach is loaded again for the
-        // tracepoints: `Session::start`).
+        // The profiler's front end, or the benchmark's floor on the one it names.
+        let profiler = config.programs == Programs::Profiler;
+        let syscall_front = match config.programs {
+            Programs::Profiler => SyscallFront::plan(attach, &config.syscalls, compat, passed_by),
+            Programs::Empty(point) => SyscallFront::floor(point, false, &config.syscalls),
+            Programs::MinimalTimer(point) => SyscallFront::floor(point, true, &config.syscalls),
+            Programs::EmptySched => Ok(SyscallFront::empty_sched()),
+        }
+        .map_err(|(point, why)| SetupError::FrontUnavailable {
+            front: point.front().name,
+            why,
+        })?;
+        // Where the compat programs will run (a front end that does not time 32-bit calls
+        // itself), they count every call too, at a map lookup per syscall; decided before
+        // load, from the planned front end (one refused at attach is loaded again for the
+        // next: `Session::start`).
         let count_in_compat = compat
-            && config.programs == Programs::Profiler
-            && matches!(syscall_front, SyscallFront::Tracepoint(_))
+            && profiler
+            && !syscall_front.front().times_32_bit
             && config.count_every != CountEvery::Never;
         let mut slot_entries = [0; MAX_SYSCALL_SLOTS];
         for (slot, s) in config.syscalls.iter().enumerate() {
@@ -535,7 +516,7 @@ impl Session {
             },
             count_in_compat,
             every: false,
-            syscall_front: SyscallFront::Tracepoint(None),
+            syscall_front: syscall_front.clone(),
             pid_max,
             per_thread_hash,
         };
@@ -546,7 +527,7 @@ impl Session {
         }
         // Before the syscall programs, so that every traced call's switches are seen.
         session.attach_sched()?;
-        session.attach_syscalls(config.programs, syscall_front, attach)?;
+        session.attach_syscalls(syscall_front, attach, profiler)?;
         if config.programs == Programs::Profiler {
             session.attach_process_tracking(config.follow_forks)?;
         }
@@ -1193,10 +1174,11 @@ impl Session {
         let mut lines = Vec::new();
         // Without the compat programs (run, for a 64-bit server; c2c and the bench, for this
         // process), the caller has checked that what it traces is a 64-bit program.
-        let missed = self.fentry_misses();
+        let missed = self.skipped_runs();
         if missed > 0 {
             lines.push(format!(
-                "up to {missed} calls: the kernel skipped that many runs of the fentry/fexit programs, each already running on its CPU when preempted ({}); --attach tracepoint never misses them",
+                "up to {missed} calls: the kernel skipped that many runs of the {} programs, each already running on its CPU when preempted ({}); --attach tracepoint never misses them",
+                self.syscall_front.name(),
                 front::preemptible_kernel().unwrap_or_else(|| "a preemptible kernel".to_owned())
             ));
         }
@@ -1208,22 +1190,21 @@ impl Session {
         lines
     }
 
-    /// Runs of the fentry/fexit programs the kernel skipped (each a call not seen): only on a
-    /// kernel that preempts them, which `auto` does not use fentry on.
+    /// Runs of the front end's programs the kernel skipped (each a call not seen): only for
+    /// one whose programs can be preempted ([`front::FrontEnd::may_skip_runs`]: fentry), on a
+    /// kernel that preempts them, which `auto` does not use it on.
     #[must_use]
-    pub fn fentry_misses(&self) -> u64 {
-        if !matches!(self.syscall_front, SyscallFront::Fentry(_)) {
+    pub fn skipped_runs(&self) -> u64 {
+        if !self.syscall_front.front().may_skip_runs {
             return 0;
         }
         let mut names: Vec<&str> = self
-            .links
+            .syscall_front
+            .attachments
             .iter()
-            .map(|(n, _)| n.as_str())
-            .filter(|n| {
-                profiler_common::names::slot_program(n).is_some()
-                    || *n == program::FENTRY_SOCKETCALL
-            })
+            .map(|a| a.program.as_str())
             .collect();
+        names.sort_unstable();
         names.dedup();
         names
             .into_iter()
@@ -1271,7 +1252,7 @@ impl Session {
         Ok(())
     }
 
-    /// The front end timing the syscalls, and with `auto`, why fentry was not used.
+    /// The front end timing the syscalls, and with `auto`, why those preferred were not used.
     #[must_use]
     pub fn syscall_front(&self) -> &SyscallFront {
         &self.syscall_front
@@ -1299,57 +1280,62 @@ impl Session {
         Ok(())
     }
 
-    /// The syscall programs on `front`; under `auto`, a kernel that refuses fentry here
-    /// (locked down) is [`SetupError::FentryRefusedAtAttach`], on which `Session::start`
-    /// loads the programs again for the tracepoints and says why.
+    /// The programs `front` lists. Where a front end with another after it in `auto`'s order
+    /// is refused at attach (fentry on a locked-down kernel), that is
+    /// [`SetupError::FrontRefusedAtAttach`], on which `Session::start` loads the programs
+    /// again for the next and says why; where it was insisted on, one line of why.
     fn attach_syscalls(
         &mut self,
-        programs: Programs,
         front: SyscallFront,
         attach: SyscallAttach,
+        profiler: bool,
     ) -> Result<(), SetupError> {
-        if let SyscallFront::Fentry(targets) = &front {
-            let before = self.links.len();
-            match self.attach_fentry(targets) {
-                Ok(()) => {
-                    self.syscall_front = front;
-                    return self.attach_every();
-                }
-                Err(e) => {
-                    attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
-                    let why = why_fentry_refused(&e);
-                    return Err(if attach == SyscallAttach::Fentry {
-                        SetupError::FentryUnavailable(why)
-                    } else {
-                        SetupError::FentryRefusedAtAttach(why)
-                    });
-                }
-            }
-        }
-        self.syscall_front = front;
-        if let SyscallFront::Tracepoint(Some(why)) = &self.syscall_front {
-            log::debug!("syscalls on their tracepoints, not fentry: {why}");
+        for (point, why) in &front.passed_by {
+            log::debug!("syscalls not on {}: {why}", point.front().name);
         }
         // The compat programs run for every syscall, 64-bit ones too: attached so that they
-        // run outside the window the syscall tracepoints time (a tracepoint calls its probes in
-        // the order they were attached): the enter program before the syscall tracepoints',
-        // the exit program after them. Until compat_exit is attached a 32-bit call's entry may
-        // go unanswered; that is before `arm`, and the thread's next traced call replaces it.
-        if self.compat {
+        // run outside the window the front end's programs time (a tracepoint calls its probes
+        // in the order they were attached): the enter program before the syscall
+        // tracepoints', the exit program after them. Until compat_exit is attached a 32-bit
+        // call's entry may go unanswered; that is before `arm`, and the thread's next traced
+        // call replaces it.
+        let compat = self.compat && !front.front().times_32_bit;
+        if compat {
             self.attach(program::COMPAT_ENTER, &AttachTo::raw("sys_enter"))?;
         }
-        self.attach_syscall_tracepoints(programs)?;
-        if self.compat {
+        let before = self.links.len();
+        for a in &front.attachments {
+            if let Err(e) = self.attach(&a.program, &a.to) {
+                let point = front.point;
+                if point == AttachPoint::last_resort() {
+                    return Err(e);
+                }
+                attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
+                let why = why_refused(&e);
+                return Err(if profiler && attach == SyscallAttach::Auto {
+                    SetupError::FrontRefusedAtAttach { point, why }
+                } else {
+                    SetupError::FrontUnavailable {
+                        front: point.front().name,
+                        why,
+                    }
+                });
+            }
+        }
+        if compat {
             self.attach(program::COMPAT_EXIT, &AttachTo::raw("sys_exit"))?;
         }
-        self.attach_every()
+        self.syscall_front = front;
+        if profiler {
+            self.attach_every()?;
+        }
+        Ok(())
     }
 
     /// Every call counted where [`CountEvery`] asks: inside the compat programs where they
     /// run (`count_in_compat`), else, for `Always` alone, by `every_enter`/`every_exit`.
     fn attach_every(&mut self) -> Result<(), SetupError> {
-        let fentry = matches!(self.syscall_front, SyscallFront::Fentry(_));
-        if self.compat && !fentry && self.count_in_compat {
+        if self.count_in_compat {
             self.every = true;
         } else if self.count_every == CountEvery::Always {
             self.attach(program::EVERY_ENTER, &AttachTo::raw("sys_enter"))?;
@@ -1357,134 +1343,6 @@ impl Session {
             self.every = true;
         }
         Ok(())
-    }
-
-    /// fentry/fexit on each slot's functions.
-    fn attach_fentry(&mut self, targets: &front::FentryTargets) -> Result<(), SetupError> {
-        for (slot, function) in targets.x64.iter().enumerate() {
-            self.attach_fentry_pair(
-                &format!("{}{slot}", program::FENTRY_SLOT),
-                &format!("{}{slot}", program::FEXIT_SLOT),
-                function,
-            )?;
-        }
-        for (slot, function) in targets.ia32.iter().enumerate() {
-            if let Some(function) = function {
-                self.attach_fentry_pair(
-                    &format!("{}{slot}", program::FENTRY32_SLOT),
-                    &format!("{}{slot}", program::FEXIT32_SLOT),
-                    function,
-                )?;
-            }
-        }
-        if let Some(function) = &targets.socketcall {
-            let to = AttachTo::Fentry {
-                function: function.clone(),
-            };
-            self.attach(program::FENTRY_SOCKETCALL, &to)?;
-        }
-        Ok(())
-    }
-
-    fn attach_syscall_tracepoints(&mut self, programs: Programs) -> Result<(), SetupError> {
-        let (enter, exit, point) = match programs {
-            Programs::EmptySched => {
-                self.attach(program::RAW_NOOP, &AttachTo::raw("sched_wakeup"))?;
-                self.attach(program::RAW_NOOP, &AttachTo::raw("sched_switch"))?;
-                return Ok(());
-            }
-            Programs::Profiler => (
-                program::SYSCALL_ENTER,
-                program::SYSCALL_EXIT,
-                AttachPoint::Tracepoint,
-            ),
-            Programs::Empty(AttachPoint::Tracepoint) => {
-                (program::NOOP, program::NOOP, AttachPoint::Tracepoint)
-            }
-            Programs::Empty(AttachPoint::RawTracepoint) => (
-                program::RAW_NOOP,
-                program::RAW_NOOP,
-                AttachPoint::RawTracepoint,
-            ),
-            Programs::MinimalTimer(AttachPoint::Tracepoint) => (
-                program::TIMER_ENTER,
-                program::TIMER_EXIT,
-                AttachPoint::Tracepoint,
-            ),
-            Programs::MinimalTimer(AttachPoint::RawTracepoint) => (
-                program::RAW_TIMER_ENTER,
-                program::RAW_TIMER_EXIT,
-                AttachPoint::RawTracepoint,
-            ),
-            Programs::Empty(AttachPoint::Fentry) => (
-                program::FENTRY_NOOP,
-                program::FEXIT_NOOP,
-                AttachPoint::Fentry,
-            ),
-            Programs::MinimalTimer(AttachPoint::Fentry) => (
-                program::FENTRY_TIMER,
-                program::FEXIT_TIMER,
-                AttachPoint::Fentry,
-            ),
-        };
-        // Exit programs first: a call that enters after its enter program is attached then always
-        // finds its exit program attached.
-        match point {
-            AttachPoint::Tracepoint => {
-                // The profiler's sized syscalls (read's count) enter through the program that
-                // keeps their requested size.
-                let names: Vec<(String, bool)> = self
-                    .syscalls
-                    .iter()
-                    .map(|s| {
-                        let sized = programs == Programs::Profiler
-                            && crate::stats::ReturnUnit::sized(&s.name);
-                        (s.tracepoint.clone(), sized)
-                    })
-                    .collect();
-                for (name, _) in &names {
-                    let to = AttachTo::tracepoint("syscalls", &format!("sys_exit_{name}"));
-                    self.attach(exit, &to)?;
-                }
-                for (name, sized) in &names {
-                    let to = AttachTo::tracepoint("syscalls", &format!("sys_enter_{name}"));
-                    let program = if *sized {
-                        program::SYSCALL_ENTER_SIZED
-                    } else {
-                        enter
-                    };
-                    self.attach(program, &to)?;
-                }
-            }
-            AttachPoint::RawTracepoint => {
-                self.attach(exit, &AttachTo::raw("sys_exit"))?;
-                self.attach(enter, &AttachTo::raw("sys_enter"))?;
-            }
-            AttachPoint::Fentry => {
-                let targets = front::fentry_targets(&self.syscalls[..1], false)
-                    .map_err(SetupError::FentryUnavailable)?;
-                self.attach_fentry_pair(enter, exit, &targets.x64[0])?;
-            }
-        }
-        Ok(())
-    }
-
-    /// `enter` and `exit` on `function`'s entry and return, the exit first (as with the
-    /// tracepoints: a call that enters once `enter` is attached finds `exit` there).
-    fn attach_fentry_pair(
-        &mut self,
-        enter: &str,
-        exit: &str,
-        function: &str,
-    ) -> Result<(), SetupError> {
-        let function = function.to_owned();
-        self.attach(
-            exit,
-            &AttachTo::Fexit {
-                function: function.clone(),
-            },
-        )?;
-        self.attach(enter, &AttachTo::Fentry { function })
     }
 
     /// Forks followed, exits seen.
@@ -1641,9 +1499,9 @@ fn slot_entry(slot: usize, s: &Syscall) -> u32 {
     entry
 }
 
-/// Why the kernel refused an fentry/fexit program, in one line (the verifier's log left out).
-fn why_fentry_refused(error: &SetupError) -> String {
-    if let SetupError::FentryUnavailable(why) = error {
+/// Why the kernel refused a front end's program, in one line (the verifier's log left out).
+fn why_refused(error: &SetupError) -> String {
+    if let SetupError::FrontUnavailable { why, .. } = error {
         return why.clone();
     }
     let text = error.to_string();
@@ -1654,29 +1512,27 @@ fn why_fentry_refused(error: &SetupError) -> String {
             format!("the kernel is locked down ({mode}) and refused it")
         }
         _ if line.contains("Operation not permitted") => {
-            "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry)"
+            "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry and kprobes)"
                 .to_owned()
         }
         _ => format!("the kernel refused it ({line})"),
     }
 }
 
-/// Why this kernel will not run fentry/fexit programs, or `None` when it does: empty ones are
-/// loaded and attached to close's function (`profiler bench overhead` and the tests ask).
+/// Why this kernel will not run programs on `point`, or `None` when it does: its empty pair is
+/// loaded and attached to close (`profiler bench overhead` and the tests ask).
 #[must_use]
-pub fn fentry_refused() -> Option<String> {
+pub fn front_refused(point: AttachPoint) -> Option<String> {
     let close = match Syscall::resolve("close") {
         Ok(close) => close,
         Err(e) => return Some(e.to_string()),
     };
     let config = SessionConfig {
-        programs: Programs::Empty(AttachPoint::Fentry),
+        programs: Programs::Empty(point),
         compat: false,
         ..SessionConfig::new(vec![close], Target::Processes(vec![std::process::id()]))
     };
-    Session::start(&config)
-        .err()
-        .map(|e| why_fentry_refused(&e))
+    Session::start(&config).err().map(|e| why_refused(&e))
 }
 
 #[cfg(test)]
