@@ -931,6 +931,9 @@ pub enum Value {
     Count(u64),
     /// A mean (nanoseconds), shown with one decimal in text formats.
     Mean(f64),
+    /// Not known for this syscall (short calls of one that asks for no size): an empty CSV
+    /// cell, no JSON field, no Prometheus or OTLP series.
+    Absent,
 }
 
 impl std::fmt::Display for Value {
@@ -938,17 +941,20 @@ impl std::fmt::Display for Value {
         match self {
             Self::Count(n) => write!(f, "{n}"),
             Self::Mean(x) => write!(f, "{x:.1}"),
+            Self::Absent => Ok(()),
         }
     }
 }
 
-/// Where a figure is a Prometheus series: its family (after the `syscall_profiler_` prefix) and
-/// the label that tells it from the family's other figures, if any.
+/// Where a figure is a counter: its Prometheus family (after the `syscall_profiler_` prefix),
+/// its OTLP sum metric, and the label that tells it from the family's other figures, if any.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrometheusSeries {
-    /// The counter family, `syscall_calls_total`.
+pub struct CounterSeries {
+    /// The Prometheus counter family, `syscall_calls_total`.
     pub family: &'static str,
-    /// The family's HELP text.
+    /// The OTLP metric (a monotonic cumulative sum), `syscall.calls`.
+    pub otlp: &'static str,
+    /// The family's HELP text (OTLP's description).
     pub help: &'static str,
     /// `("errno", "EAGAIN")` for one errno class's series; `None` for the family's one series.
     pub label: Option<(&'static str, &'static str)>,
@@ -957,7 +963,8 @@ pub struct PrometheusSeries {
 /// One flat per-syscall figure, declared once: its name, meaning and unit, how to read it from
 /// a [`SyscallSummary`], and where it appears. CSV has one column per figure, in
 /// [`syscall_figures`]' order; JSON one field per figure with `json` (errors are nested there);
-/// Prometheus one counter series per figure with a `prometheus` series. A new per-syscall
+/// Prometheus and OTLP one counter series per figure with a `counter` series (OTLP leaves out
+/// a labelled series' zeros, as it leaves out errno classes never seen). A new per-syscall
 /// figure is one entry here (and its field in `SyscallSummary`); histograms and the off-CPU
 /// split keep their own sections in each format.
 pub struct Figure {
@@ -967,28 +974,28 @@ pub struct Figure {
     pub help: &'static str,
     /// Whether JSON's syscall objects carry it as a field of its own.
     pub json: bool,
-    /// Its Prometheus counter series, if it is one.
-    pub prometheus: Option<PrometheusSeries>,
+    /// Its counter series (Prometheus, OTLP), if it is one.
+    pub counter: Option<CounterSeries>,
     /// Its value for one syscall.
     pub value: Box<dyn Fn(&SyscallSummary) -> Value + Send + Sync>,
 }
 
 /// The flat per-syscall figures in their one order (CSV's columns): calls, errors (then one
-/// per errno class), total, mean, min and max time, the [`QUANTILES`], drops.
+/// per errno class), total, mean, min and max time, the [`QUANTILES`], drops, short calls.
 #[must_use]
 pub fn syscall_figures() -> Vec<Figure> {
     fn figure(
         key: &str,
         help: &'static str,
         json: bool,
-        prometheus: Option<PrometheusSeries>,
+        counter: Option<CounterSeries>,
         value: impl Fn(&SyscallSummary) -> Value + Send + Sync + 'static,
     ) -> Figure {
         Figure {
             key: key.to_owned(),
             help,
             json,
-            prometheus,
+            counter,
             value: Box::new(value),
         }
     }
@@ -998,8 +1005,9 @@ pub fn syscall_figures() -> Vec<Figure> {
             "calls",
             "Completed syscalls.",
             true,
-            Some(PrometheusSeries {
+            Some(CounterSeries {
                 family: "syscall_calls_total",
+                otlp: "syscall.calls",
                 help: "Completed syscalls.",
                 label: None,
             }),
@@ -1015,8 +1023,9 @@ pub fn syscall_figures() -> Vec<Figure> {
             &format!("errors_{}", class.name().to_lowercase()),
             ERRORS_HELP,
             false,
-            Some(PrometheusSeries {
+            Some(CounterSeries {
                 family: "syscall_errors_total",
+                otlp: "syscall.errors",
                 help: ERRORS_HELP,
                 label: Some(("errno", class.name())),
             }),
@@ -1059,12 +1068,31 @@ pub fn syscall_figures() -> Vec<Figure> {
         "dropped",
         DROPPED_HELP,
         true,
-        Some(PrometheusSeries {
+        Some(CounterSeries {
             family: "syscall_dropped_total",
+            otlp: "syscall.dropped",
             help: DROPPED_HELP,
             label: None,
         }),
         |s| Value::Count(s.dropped),
+    ));
+    // JSON has it as bytes_per_call's short_share.
+    const SHORT_HELP: &str = "Successful calls that transferred fewer bytes than asked (read, write, recvfrom, sendto, pread64, pwrite64).";
+    figures.push(figure(
+        "short_calls",
+        SHORT_HELP,
+        false,
+        Some(CounterSeries {
+            family: "syscall_short_calls_total",
+            otlp: "syscall.short_calls",
+            help: SHORT_HELP,
+            label: None,
+        }),
+        |s| {
+            s.returned_as(ReturnUnit::Bytes)
+                .and_then(|r| r.short)
+                .map_or(Value::Absent, Value::Count)
+        },
     ));
     figures
 }

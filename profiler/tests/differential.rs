@@ -584,9 +584,14 @@ fn bytes_and_short_reads_count_as_strace_counts() {
         }
     }
     let json = dir.join("b.json");
+    let (csv, prom) = (dir.join("b.csv"), dir.join("b.prom"));
     let out = profiler()
         .args(["attach", "--syscalls", "read,write", "--export-json"])
         .arg(&json)
+        .arg("--export-csv")
+        .arg(&csv)
+        .arg("--export-prom")
+        .arg(&prom)
         .arg("--")
         .args(command)
         .output()
@@ -625,6 +630,31 @@ fn bytes_and_short_reads_count_as_strace_counts() {
     assert_eq!(
         counted, expected,
         "(calls, bytes, returned 0, short) per syscall against strace's"
+    );
+    // The short calls as a counter: CSV's column and Prometheus's series, exactly strace's.
+    let csv = std::fs::read_to_string(&csv).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| header.iter().position(|c| *c == name).unwrap();
+    let prom = std::fs::read_to_string(&prom).unwrap();
+    let mut checked = 0;
+    for line in lines {
+        let cells: Vec<&str> = line.split(',').collect();
+        let Some(&(_, _, _, short)) = expected.get(cells[col("syscall")]) else {
+            continue;
+        };
+        assert_eq!(cells[col("short_calls")], short.to_string(), "{line}");
+        let series = format!(
+            "syscall_profiler_syscall_short_calls_total{{syscall=\"{}\"}} {short}\n",
+            cells[col("syscall")]
+        );
+        assert!(prom.contains(&series), "{series} not in\n{prom}");
+        checked += 1;
+    }
+    assert_eq!(
+        checked,
+        expected.len(),
+        "a CSV row for each of {expected:?}"
     );
 }
 

@@ -76,6 +76,12 @@ fn attach_pushes_exponential_histograms_that_match_its_json() {
         let name = s["name"].as_str().unwrap();
         let calls = s["calls"].as_u64().unwrap();
         assert_eq!(point(last, "syscall.calls", name)["value"], calls, "{name}");
+        // Every counter the figures declare, dropped calls included.
+        assert_eq!(
+            point(last, "syscall.dropped", name)["value"],
+            s["dropped"].as_u64().unwrap(),
+            "{name}"
+        );
         let h = point(last, "syscall.latency", name);
         assert_eq!(h["kind"], "exponential_histogram");
         assert_eq!(h["scale"], 5);

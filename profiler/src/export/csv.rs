@@ -140,7 +140,7 @@ mod tests {
             columns().join(","),
             "variant,concurrency,run,server_cpus,syscall,calls,errors,errors_eagain,errors_eintr,\
              errors_econnreset,errors_epipe,errors_ebadf,errors_other,errors_erestart,errors_enoent,total_ns,\
-             mean_ns,min_ns,max_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,dropped,calls_per_request,\
+             mean_ns,min_ns,max_ns,p50_ns,p90_ns,p99_ns,p99_9_ns,dropped,short_calls,calls_per_request,\
              requests,qps,partial,failure,cgroup,container_runtime,container_id,container_name,\
              k8s_namespace,k8s_pod,k8s_container"
         );

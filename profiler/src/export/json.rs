@@ -238,12 +238,13 @@ impl<'a> SyscallJson<'a> {
             name: &s.name,
             figures: figures
                 .iter()
-                .map(|f| {
+                .filter_map(|f| {
                     let value = match (f.value)(s) {
                         Value::Count(n) => serde_json::Value::from(n),
                         Value::Mean(x) => serde_json::Value::from(x),
+                        Value::Absent => return None,
                     };
-                    (f.key.clone(), value)
+                    Some((f.key.clone(), value))
                 })
                 .collect(),
             errors: ErrorsJson {

@@ -5,7 +5,9 @@
 //! - `syscall.latency` (s): an exponential histogram per syscall at scale 5, the same mapping as
 //!   the Prometheus native histograms (OTLP's scale is Prometheus's schema; OTLP's bucket index
 //!   is one less: bucket i is (2^(i/32), 2^((i+1)/32)]), with count, sum, min and max exact;
-//! - `syscall.calls` and `syscall.errors` (by `errno` class): monotonic cumulative sums.
+//! - a monotonic cumulative sum per counter of [`syscall_figures`] (its `counter` series, the
+//!   one Prometheus has too): `syscall.calls`, `syscall.errors` (by `errno` class, each class
+//!   once seen), `syscall.dropped`.
 //!
 //! The resource says which host and what was traced (`host.name`, `service.name`,
 //! `syscall_profiler.target`); each point has the `syscall` attribute (and `variant`,
@@ -28,10 +30,10 @@ use opentelemetry_proto::tonic::{
     },
     resource::v1::Resource,
 };
-use profiler_common::ErrnoClass;
 use prost::Message as _;
 
 use super::{ExportData, Measurement, prometheus_proto::native_index};
+use crate::stats::{CounterSeries, Value, syscall_figures};
 
 /// `--otlp-endpoint` and `--otlp-interval` (attach, serve).
 #[derive(Clone, Debug, Default, clap::Args)]
@@ -218,8 +220,14 @@ pub fn request(
 ) -> ExportMetricsServiceRequest {
     let cumulative = AggregationTemporality::Cumulative as i32;
     let mut latency = Vec::new();
-    let mut calls = Vec::new();
-    let mut errors = Vec::new();
+    // The declared counters, a sum per OTLP metric, in declaration order.
+    let figures = syscall_figures();
+    let mut counters: Vec<(CounterSeries, Vec<NumberDataPoint>)> = Vec::new();
+    for series in figures.iter().filter_map(|f| f.counter) {
+        if !counters.iter().any(|(c, _)| c.otlp == series.otlp) {
+            counters.push((series, Vec::new()));
+        }
+    }
     for m in data.summaries() {
         for s in &m.syscalls.syscalls {
             let attrs = attributes(m, &s.name);
@@ -263,31 +271,27 @@ pub fn request(
                 max: any.then(|| s.max_ns as f64 / 1e9),
                 ..ExponentialHistogramDataPoint::default()
             });
-            calls.push(NumberDataPoint {
-                attributes: attrs.clone(),
-                start_time_unix_nano: start_ns,
-                time_unix_nano: now_ns,
-                value: Some(number_data_point::Value::AsInt(
-                    i64::try_from(s.calls).unwrap_or(i64::MAX),
-                )),
-                ..NumberDataPoint::default()
-            });
-            for class in ErrnoClass::ALL {
-                let n = s.errors.get(class);
-                if n == 0 {
+            for f in &figures {
+                let (Some(series), Value::Count(n)) = (f.counter, (f.value)(s)) else {
+                    continue;
+                };
+                if n == 0 && series.label.is_some() {
                     continue;
                 }
                 let mut attrs = attrs.clone();
-                attrs.push(string("errno", class.name()));
-                errors.push(NumberDataPoint {
-                    attributes: attrs,
-                    start_time_unix_nano: start_ns,
-                    time_unix_nano: now_ns,
-                    value: Some(number_data_point::Value::AsInt(
-                        i64::try_from(n).unwrap_or(i64::MAX),
-                    )),
-                    ..NumberDataPoint::default()
-                });
+                attrs.extend(series.label.map(|(k, v)| string(k, v)));
+                if let Some((_, points)) = counters.iter_mut().find(|(c, _)| c.otlp == series.otlp)
+                {
+                    points.push(NumberDataPoint {
+                        attributes: attrs,
+                        start_time_unix_nano: start_ns,
+                        time_unix_nano: now_ns,
+                        value: Some(number_data_point::Value::AsInt(
+                            i64::try_from(n).unwrap_or(i64::MAX),
+                        )),
+                        ..NumberDataPoint::default()
+                    });
+                }
             }
         }
     }
@@ -346,21 +350,15 @@ pub fn request(
             })),
             ..Metric::default()
         },
-        Metric {
-            name: "syscall.calls".to_owned(),
-            description: "Completed syscalls, failed ones included.".to_owned(),
-            unit: "{call}".to_owned(),
-            data: Some(sum(calls)),
-            ..Metric::default()
-        },
-        Metric {
-            name: "syscall.errors".to_owned(),
-            description: "Failed syscalls by errno class.".to_owned(),
-            unit: "{call}".to_owned(),
-            data: Some(sum(errors)),
-            ..Metric::default()
-        },
     ];
+    // Each counter counts calls.
+    metrics.extend(counters.into_iter().map(|(series, points)| Metric {
+        name: series.otlp.to_owned(),
+        description: series.help.to_owned(),
+        unit: "{call}".to_owned(),
+        data: Some(sum(points)),
+        ..Metric::default()
+    }));
     if !cgroup_calls.is_empty() {
         metrics.push(Metric {
             name: "syscall.cgroup.calls".to_owned(),

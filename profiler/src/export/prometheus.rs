@@ -12,7 +12,7 @@ use anyhow::Result;
 use profiler_common::{DropReason, MAX_TRACKABLE_VALUE};
 
 use super::{ExportData, Exporter, Measurement, json::drop_reason_key};
-use crate::stats::{LatencyHistogram, ReturnUnit, syscall_figures};
+use crate::stats::{LatencyHistogram, ReturnUnit, Value, syscall_figures};
 
 /// The Prometheus text format.
 #[derive(Clone, Copy, Debug, Default)]
@@ -152,28 +152,35 @@ pub fn render(data: &ExportData) -> String {
     // The per-syscall counters, one family per declared series family, in declaration order.
     let figures = syscall_figures();
     let mut families: Vec<(&str, &str)> = Vec::new();
-    for series in figures.iter().filter_map(|f| f.prometheus) {
+    for series in figures.iter().filter_map(|f| f.counter) {
         if !families.iter().any(|(name, _)| *name == series.family) {
             families.push((series.family, series.help));
         }
     }
     for (name, help) in families {
-        family(&mut out, name, "counter", help);
+        // A family whose every value is absent (short calls, no sized syscall traced) is left
+        // out, header and all.
+        let mut series_lines = String::new();
         for m in &summaries {
             for s in &m.syscalls.syscalls {
                 let labels = labels(m, &s.name);
                 for (series, value) in figures.iter().filter_map(|f| {
-                    f.prometheus
-                        .filter(|p| p.family == name)
-                        .map(|p| (p, (f.value)(s)))
+                    let value = (f.value)(s);
+                    f.counter
+                        .filter(|p| p.family == name && value != Value::Absent)
+                        .map(|p| (p, value))
                 }) {
                     let extra = series
                         .label
                         .map(|(k, v)| format!(",{k}=\"{}\"", escape(v)))
                         .unwrap_or_default();
-                    let _ = writeln!(out, "{PREFIX}_{name}{{{labels}{extra}}} {value}");
+                    let _ = writeln!(series_lines, "{PREFIX}_{name}{{{labels}{extra}}} {value}");
                 }
             }
+        }
+        if !series_lines.is_empty() {
+            family(&mut out, name, "counter", help);
+            out.push_str(&series_lines);
         }
     }
     if summaries
