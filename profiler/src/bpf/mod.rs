@@ -416,6 +416,9 @@ impl Session {
             slot_entries[slot] = slot_entry(slot, s);
         }
         let mut ebpf = EbpfLoader::new()
+            // The kernel's BTF, parsed once per process: the fentry front end's targets and
+            // loads read the same (aya's loader would parse it again).
+            .btf(front::kernel_btf().ok())
             .override_global(
                 map::CONFIG,
                 &profiler_common::Config {
@@ -1307,7 +1310,8 @@ impl Session {
         for a in &front.attachments {
             if let Err(e) = self.attach(&a.program, &a.to) {
                 let point = front.point;
-                if point == AttachPoint::last_resort() {
+                // The last resort's error, or a floor's that --attach does not offer, as it is.
+                if point == AttachPoint::last_resort() || point.front().help.is_none() {
                     return Err(e);
                 }
                 attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
