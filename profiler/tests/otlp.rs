@@ -114,6 +114,32 @@ fn attach_pushes_exponential_histograms_that_match_its_json() {
             .collect();
         assert_eq!(got, expected, "{name}: exponential buckets");
     }
+    // The share left out, where attach measured it (every call counted: this host's
+    // tracepoints), as JSON has it.
+    let left = &data["measurements"][0]["left_out_share"];
+    let front = data["metadata"]["settings"]["attach"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        left.is_f64() || !front.starts_with("tracepoint"),
+        "measured on the tracepoints: {front}"
+    );
+    let gauge = last["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["metric"] == "syscall.left_out_share");
+    match (left.as_f64(), gauge) {
+        (Some(share), Some(p)) => {
+            assert_eq!(p["kind"], "gauge");
+            assert!(
+                (p["value"].as_f64().unwrap() - share).abs() < 1e-12,
+                "{p} against {share}"
+            );
+        }
+        (None, None) => {}
+        (left, gauge) => panic!("JSON's left_out_share {left:?}, OTLP's {gauge:?}"),
+    }
     // openat of a missing file: ENOENT, its own errno class.
     let errors = last["points"]
         .as_array()

@@ -7,7 +7,9 @@
 //!   is one less: bucket i is (2^(i/32), 2^((i+1)/32)]), with count, sum, min and max exact;
 //! - a monotonic cumulative sum per counter of [`syscall_figures`] (its `counter` series, the
 //!   one Prometheus has too): `syscall.calls`, `syscall.errors` (by `errno` class, each class
-//!   once seen), `syscall.dropped`.
+//!   once seen), `syscall.dropped`;
+//! - `syscall.left_out_share` (a gauge per measurement, where it was measured): the share of the
+//!   traced processes' syscall time the table leaves out, as JSON's `left_out_share`.
 //!
 //! The resource says which host and what was traced (`host.name`, `service.name`,
 //! `syscall_profiler.target`); each point has the `syscall` attribute (and `variant`,
@@ -24,7 +26,7 @@ use opentelemetry_proto::tonic::{
     collector::metrics::v1::ExportMetricsServiceRequest,
     common::v1::{AnyValue, InstrumentationScope, KeyValue, any_value},
     metrics::v1::{
-        AggregationTemporality, ExponentialHistogram, ExponentialHistogramDataPoint, Metric,
+        AggregationTemporality, ExponentialHistogram, ExponentialHistogramDataPoint, Gauge, Metric,
         NumberDataPoint, ResourceMetrics, ScopeMetrics, Sum, exponential_histogram_data_point,
         metric, number_data_point,
     },
@@ -198,6 +200,13 @@ fn string(key: &str, value: &str) -> KeyValue {
 /// The attributes of one syscall's points in measurement `m`.
 fn attributes(m: &Measurement, syscall: &str) -> Vec<KeyValue> {
     let mut out = vec![string("syscall", syscall)];
+    out.extend(measurement_attributes(m));
+    out
+}
+
+/// `variant`, `concurrency`, `server_cpus` where the measurement has them.
+fn measurement_attributes(m: &Measurement) -> Vec<KeyValue> {
+    let mut out = Vec::new();
     if let Some(v) = &m.variant {
         out.push(string("variant", v));
     }
@@ -359,6 +368,32 @@ pub fn request(
         data: Some(sum(points)),
         ..Metric::default()
     }));
+    // What the table leaves out, where every call was counted; absent, never 0, where not.
+    let left_out: Vec<NumberDataPoint> = data
+        .summaries()
+        .into_iter()
+        .filter_map(|m| {
+            let left = m.syscalls.left_out()?;
+            Some(NumberDataPoint {
+                attributes: measurement_attributes(m),
+                start_time_unix_nano: start_ns,
+                time_unix_nano: now_ns,
+                value: Some(number_data_point::Value::AsDouble(left.share)),
+                ..NumberDataPoint::default()
+            })
+        })
+        .collect();
+    if !left_out.is_empty() {
+        metrics.push(Metric {
+            name: "syscall.left_out_share".to_owned(),
+            description: "Share (0 to 1) of the traced processes' syscall time in syscalls the table does not time, from every call counted on the raw tracepoints.".to_owned(),
+            unit: "1".to_owned(),
+            data: Some(metric::Data::Gauge(Gauge {
+                data_points: left_out,
+            })),
+            ..Metric::default()
+        });
+    }
     if !cgroup_calls.is_empty() {
         metrics.push(Metric {
             name: "syscall.cgroup.calls".to_owned(),

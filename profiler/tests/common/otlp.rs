@@ -37,8 +37,11 @@ class Handler(BaseHTTPRequestHandler):
                                          min=p.min, max=p.max,
                                          temporality=m.exponential_histogram.aggregation_temporality)
                         else:
-                            point.update(value=p.as_int, monotonic=m.sum.is_monotonic,
-                                         temporality=m.sum.aggregation_temporality)
+                            double = p.WhichOneof("value") == "as_double"
+                            point.update(value=p.as_double if double else p.as_int)
+                            if kind == "sum":
+                                point.update(monotonic=m.sum.is_monotonic,
+                                             temporality=m.sum.aggregation_temporality)
                         found["points"].append(point)
         out.write(json.dumps(found) + "\n")
         response = metrics_service_pb2.ExportMetricsServiceResponse().SerializeToString()
