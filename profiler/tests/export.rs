@@ -493,18 +493,8 @@ fn chromium_render(html: &Path, dir: &Path) -> (usize, f64, String) {
         .stderr(std::fs::File::create(dir.join("chromium.log")).unwrap())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_mins(1);
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("chromium did not finish within 60 s");
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let status = common::wait_or_kill(&mut child, Duration::from_mins(1))
+        .unwrap_or_else(|| panic!("chromium did not finish within 60 s"));
     let log = std::fs::read_to_string(dir.join("chromium.log")).unwrap_or_default();
     assert!(
         status.success() && shot.is_file(),

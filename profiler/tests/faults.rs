@@ -149,20 +149,9 @@ fn attach_json_then(
         tracing();
     }
     // Within `limit` of the workload's end; past it, what attach said so far.
-    let deadline = Instant::now() + limit;
-    let status = loop {
-        if let Some(status) = attach.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = attach.kill();
-            let _ = attach.wait();
-            let stderr = reader.join().unwrap();
-            panic!(
-                "attach did not exit within {limit:?} of the workload's end; it said:\n{stderr}"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = common::wait_or_kill(&mut attach, limit) else {
+        let stderr = reader.join().unwrap();
+        panic!("attach did not exit within {limit:?} of the workload's end; it said:\n{stderr}");
     };
     let stderr = reader.join().unwrap();
     assert!(!stderr.contains("panicked"), "{stderr}");

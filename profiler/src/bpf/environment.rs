@@ -27,6 +27,13 @@ pub fn lockdown_mode() -> Option<String> {
     Some(text[start..end].to_owned())
 }
 
+/// The lockdown mode where the kernel is locked down (`integrity` or `confidentiality`: both
+/// refuse fentry and kprobes); `None` where it is not, or securityfs does not say.
+#[must_use]
+pub fn locked_down() -> Option<String> {
+    lockdown_mode().filter(|mode| mode == "integrity" || mode == "confidentiality")
+}
+
 /// A setup failure on a kernel locked down for confidentiality, which refuses tracefs and BPF
 /// reads of kernel memory, says that this is why (in one line). Integrity mode, which refuses
 /// kprobes and fentry only, does not stop the profiler.

@@ -197,13 +197,9 @@ pub static FENTRY: FrontEnd = FrontEnd {
     may_skip_runs: true,
     passed_by: || {
         // A locked-down kernel refuses fentry whatever else holds: said first.
-        match super::environment::lockdown_mode().as_deref() {
-            Some(mode @ ("integrity" | "confidentiality")) => Some(format!(
-                "the kernel is locked down ({mode}): fentry is refused there"
-            )),
-            _ => None,
-        }
-        .or_else(preemptible_kernel)
+        super::environment::locked_down()
+            .map(|mode| format!("the kernel is locked down ({mode}): fentry is refused there"))
+            .or_else(preemptible_kernel)
     },
     profiler: |syscalls, compat| {
         let targets = fentry_targets(syscalls, compat)?;
@@ -444,12 +440,9 @@ impl SyscallFront {
         let mut last = None;
         for (i, point) in candidates.iter().copied().enumerate() {
             let front = point.front();
-            let insisted = attach == SyscallAttach::Only(point);
+            // Passed by only where another follows (never where insisted on: one candidate).
             let fallback = i + 1 < candidates.len();
-            let why = match (fallback && !insisted)
-                .then(|| (front.passed_by)())
-                .flatten()
-            {
+            let why = match fallback.then(front.passed_by).flatten() {
                 Some(why) => Err(why),
                 None => (front.profiler)(syscalls, compat),
             };

@@ -1511,15 +1511,13 @@ fn why_refused(error: &SetupError) -> String {
     let text = error.to_string();
     let line = text.lines().next().unwrap_or_default();
     let line = line.trim_end_matches("; verifier log tail:");
-    match environment::lockdown_mode().as_deref() {
-        Some(mode @ ("integrity" | "confidentiality")) => {
-            format!("the kernel is locked down ({mode}) and refused it")
-        }
-        _ if line.contains("Operation not permitted") => {
+    match environment::locked_down() {
+        Some(mode) => format!("the kernel is locked down ({mode}) and refused it"),
+        None if line.contains("Operation not permitted") => {
             "the kernel refused it (EPERM: a kernel locked down for integrity refuses fentry and kprobes)"
                 .to_owned()
         }
-        _ => format!("the kernel refused it ({line})"),
+        None => format!("the kernel refused it ({line})"),
     }
 }
 

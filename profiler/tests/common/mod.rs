@@ -83,14 +83,24 @@ pub fn wait_for(
     limit: Duration,
     what: &str,
 ) -> std::process::ExitStatus {
+    wait_or_kill(child, limit).unwrap_or_else(|| panic!("{what} did not exit within {limit:?}"))
+}
+
+/// Waits for `child` to exit; after `limit`, kills and reaps it and gives `None`, for a caller
+/// that says more than [`wait_for`] (what the child printed).
+pub fn wait_or_kill(
+    child: &mut std::process::Child,
+    limit: Duration,
+) -> Option<std::process::ExitStatus> {
     let deadline = Instant::now() + limit;
     loop {
         if let Some(status) = child.try_wait().unwrap() {
-            return status;
+            return Some(status);
         }
         if Instant::now() > deadline {
             let _ = child.kill();
-            panic!("{what} did not exit within {limit:?}");
+            let _ = child.wait();
+            return None;
         }
         std::thread::sleep(Duration::from_millis(20));
     }
