@@ -832,8 +832,9 @@ fn ns_cell(per_round: &[f64]) -> String {
 /// its ns per traced call (the programs' run time per close) less the empty pair's under the
 /// same statistics (the statistics' own clock reads and the empty bodies, which the empty
 /// pair's loop time holds too) is the programs' work as the kernel counts it; the loop's added
-/// time over the empty pair is the same work as the caller pays it. They agree when the
-/// interval of their per-round difference holds 0.
+/// time over the empty pair is the same work as the caller pays it. The interval of their
+/// per-round difference decides only where it leaves 0 out (the kernel counts more, or less);
+/// one that holds 0 shows no difference at this noise, which is not agreement.
 fn self_cost_lines(empty: &Measured, profiler: &Measured) -> String {
     let per_round =
         |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x - y).collect() };
@@ -843,9 +844,11 @@ fn self_cost_lines(empty: &Measured, profiler: &Measured) -> String {
     let verdict = match Estimate::paired(&difference, 1.0 - TARGET_LEVEL, Method::SignTest, None) {
         Some(e) if e.interval.is_some() => {
             if e.contains_zero() {
-                "agree"
+                "undecided (no difference shown at this noise)"
+            } else if e.median > 0.0 {
+                "differ: the kernel counts more than the loop pays"
             } else {
-                "disagree"
+                "differ: the kernel counts less than the loop pays"
             }
         }
         _ => "undecided (too few rounds for an interval)",
