@@ -64,9 +64,28 @@ pub struct PairedChange {
     /// The verdict, on QPS alone: higher (faster), lower (slower), the same within the margin,
     /// or undecided with the reason.
     pub verdict: Verdict,
-    /// The other figures (p50, p99, server CPU per request) whose change Holm's correction over
-    /// the three finds at the look's error: "p99 higher".
+    /// Calls per request of each syscall (the warm engine's slices, counted on each server's
+    /// own processes): the medians either side and the change.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub calls_per_request: Vec<CallsChange>,
+    /// The quiet figures (p50, p99, server CPU per request, calls per request) whose change
+    /// Holm's correction over all of them finds at the look's error: "p99 higher".
     pub also: Vec<String>,
+}
+
+/// One syscall's calls per request, one side against the other.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CallsChange {
+    /// The syscall.
+    pub syscall: String,
+    /// Median calls per request of the `of` side.
+    pub of: f64,
+    /// Median of the `relative_to` side.
+    pub relative_to: f64,
+    /// The change, %.
+    pub change: Estimate,
+    /// Holm's correction over the quiet figures finds it changed.
+    pub differs: bool,
 }
 
 impl PairedChange {

@@ -29,6 +29,10 @@ const LOOKS: &[usize] = &[
     8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1000,
 ];
 
+/// Pair counts the warm engine's sequential design looks at (pairs of slices come by the
+/// hundred: doubling keeps the looks, and the error each may spend, few).
+const DOUBLING_LOOKS: &[usize] = &[8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192];
+
 /// P(X ≤ k) for X ~ Binomial(n, ½), exactly enough for any n a run makes.
 #[must_use]
 pub fn sign_cdf(n: usize, k: usize) -> f64 {
@@ -49,9 +53,18 @@ pub fn sign_cdf(n: usize, k: usize) -> f64 {
 /// (k = 1) errs more often.
 #[must_use]
 pub fn sign_order(n: usize, alpha: f64) -> Option<(usize, f64)> {
+    // P(B ≤ k−1) built up term by term (one pass: the warm engine looks at thousands of pairs).
+    let ln2n = n as f64 * std::f64::consts::LN_2;
+    let mut ln_choose = 0.0_f64;
+    let mut cdf = 0.0_f64;
     let mut best = None;
     for k in 1..=n.div_ceil(2) {
-        let err = 2.0 * sign_cdf(n, k - 1);
+        let i = k - 1;
+        if i > 0 {
+            ln_choose += ((n - i + 1) as f64).ln() - (i as f64).ln();
+        }
+        cdf += (ln_choose - ln2n).exp();
+        let err = 2.0 * cdf.min(1.0);
         if err > alpha {
             break;
         }
@@ -335,7 +348,22 @@ impl Design {
     /// spends nothing and is dropped. Below 8 pairs it is [`Design::fixed`].
     #[must_use]
     pub fn sequential(max_pairs: usize) -> Self {
-        let mut looks: Vec<usize> = LOOKS.iter().copied().filter(|&n| n < max_pairs).collect();
+        Self::sequential_at(LOOKS, max_pairs)
+    }
+
+    /// The warm engine's design: looks at 8, 16, 32, 64, … (doubling) and at `max_pairs`,
+    /// each spending an equal share of the 5%, as [`Design::sequential`].
+    #[must_use]
+    pub fn sequential_doubling(max_pairs: usize) -> Self {
+        Self::sequential_at(DOUBLING_LOOKS, max_pairs)
+    }
+
+    fn sequential_at(candidates: &[usize], max_pairs: usize) -> Self {
+        let mut looks: Vec<usize> = candidates
+            .iter()
+            .copied()
+            .filter(|&n| n < max_pairs)
+            .collect();
         looks.push(max_pairs);
         let alpha = 1.0 - TARGET_LEVEL;
         loop {

@@ -47,6 +47,8 @@ fn options(variants: &[Variant], scenario: ScenarioSpec) -> RunOptions {
         explain_cost: false,
         margin_pct: profiler::inference::DEFAULT_MARGIN_PCT,
         max_time: None,
+        max_pairs: 4096,
+        slice: None,
         slow: None,
         slow_top: 10,
         syscalls: Syscall::resolve_list(RUN_SYSCALLS).expect("syscalls resolve"),

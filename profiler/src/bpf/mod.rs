@@ -235,6 +235,8 @@ pub struct Session {
     /// 0, or 1 under `--all`, where the derived index 0 is left unused (its counters could not
     /// be derived from totals that include every process).
     first_named: u32,
+    /// Processes whose counting [`Session::pause`] set aside: pid → their tracking entry.
+    paused: std::collections::HashMap<u32, u32>,
     logger: Option<aya_log::EbpfLogger<&'static dyn log::Log>>,
     /// Every attachment, by program name: dropping them detaches.
     links: Vec<(String, Link)>,
@@ -495,6 +497,7 @@ impl Session {
             named: Vec::new(),
             // Under --all and --cgroup the derived index 0 is left unused.
             first_named: u32::from(trace_all != 0 || trace_cgroups != 0),
+            paused: std::collections::HashMap::new(),
             cgroups: cgroups.iter().map(|c| c.label.clone()).collect(),
             logger,
             links: Vec::new(),
@@ -613,6 +616,53 @@ impl Session {
         tracked
             .set(pid, value, 0)
             .map_err(|e| SetupError::bpf(format!("tracking pid {pid} (beyond kernel.pid_max?)"), e))
+    }
+
+    /// Stops counting the processes `pids` until [`Session::resume`]: their tracking entries
+    /// are set aside, so the programs still run for their calls (the attached floor: the
+    /// lookup that finds them untracked) but count nothing. `run`'s baseline slices.
+    pub fn pause(&mut self, pids: &[u32]) -> Result<(), SetupError> {
+        for &pid in pids {
+            if self.paused.contains_key(&pid) {
+                continue;
+            }
+            let Some(entry) = self.tracking_entry(pid)? else {
+                continue;
+            };
+            self.set_tracked(pid, 0)?;
+            self.paused.insert(pid, entry);
+        }
+        Ok(())
+    }
+
+    /// Counts the processes [`Session::pause`] set aside again, with the entries they had.
+    pub fn resume(&mut self, pids: &[u32]) -> Result<(), SetupError> {
+        for pid in pids {
+            if let Some(entry) = self.paused.remove(pid) {
+                self.set_tracked(*pid, entry)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// `pid`'s tracking entry (dense index + 1); `None` when it is not tracked.
+    fn tracking_entry(&self, pid: u32) -> Result<Option<u32>, SetupError> {
+        if self.per_thread_hash {
+            let tracked: AyaHashMap<&MapData, u32, u32> = self.map(map::TRACKED_BY_TGID)?;
+            return match tracked.get(&pid, 0) {
+                Ok(0) | Err(aya::maps::MapError::KeyNotFound) => Ok(None),
+                Ok(entry) => Ok(Some(entry)),
+                Err(e) => Err(SetupError::bpf("reading TRACKED_BY_TGID", e)),
+            };
+        }
+        if pid >= self.pid_max {
+            return Ok(None);
+        }
+        let tracked: Array<&MapData, u32> = self.map(map::TRACKED)?;
+        let entry = tracked
+            .get(&pid, 0)
+            .map_err(|e| SetupError::bpf("reading TRACKED", e))?;
+        Ok((entry != 0).then_some(entry))
     }
 
     /// [`Session::track`] for a process that may have exited since it was found (a running

@@ -6,6 +6,7 @@ pub mod model;
 pub mod options;
 pub mod report;
 pub mod server;
+pub mod slices;
 pub mod strace;
 
 use std::{
@@ -162,11 +163,13 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                 ));
             }
             let runs: Vec<&RunResult> = v.of_kind(RunKind::Profiled).collect();
+            // The warm engine's one run per kind is the sum of its slices, not a run.
+            let sliced = !v.slices.is_empty();
             for r in &runs {
                 measurements.push(Measurement {
                     variant: Some(v.variant.to_string()),
                     concurrency: Some(scenario.concurrency),
-                    run: Some(r.run),
+                    run: (!sliced).then_some(r.run),
                     server_cpus: Some(cpu_list(&scenario.server_cpus)),
                     syscalls: r.syscalls.clone(),
                     load: Some(load_summary(&[*r])),
@@ -363,6 +366,10 @@ pub struct RunOptions {
     pub margin_pct: f64,
     /// `--max-time` for sequential scenarios: the time their runs may take together.
     pub max_time: Option<Duration>,
+    /// `--max-pairs`: the most blocks of slices a scenario of the warm engine makes.
+    pub max_pairs: usize,
+    /// `--requests`/`--duration` on the warm engine: each slice's window (else calibrated).
+    pub slice: Option<Stop>,
     /// `--slow`: record the calls at least this long with their stacks.
     pub slow: Option<Duration>,
     /// `--slow-top`: how many stacks the report shows per variant.
@@ -489,8 +496,11 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 .filter(|c| server_cpus.contains(c))
                 .collect()
         };
+        let warm = slices::applies(options, spec, variants.len());
         let judge = model::Judge {
-            design: if spec.sequential {
+            design: if warm {
+                crate::inference::Design::sequential_doubling(options.max_pairs)
+            } else if spec.sequential {
                 crate::inference::Design::sequential(spec.runs as usize)
             } else {
                 crate::inference::Design::fixed(spec.runs as usize)
@@ -505,6 +515,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 .map(|variant| VariantResult {
                     variant: variant.clone(),
                     runs: Vec::new(),
+                    slices: Vec::new(),
                     failure: None,
                 })
                 .collect(),
@@ -519,6 +530,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
             } else {
                 format!("--runs {}", spec.runs)
             },
+            slices: None,
         };
         // This scenario's share of the time budget: what is left, shared out among the
         // scenarios left in proportion of the runs a round of each makes.
@@ -541,6 +553,37 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 result.variants[i].failure =
                     Some(format!("not run: in an earlier scenario, {why}"));
             }
+        }
+        if warm {
+            progress.println(&format!(
+                "{}: warm servers, slices in blocks of a random order",
+                spec.title
+            ));
+            let why = slices::run_scenario(
+                options,
+                spec,
+                &variants,
+                &mut result,
+                deadline,
+                &interrupted,
+                &|line| progress.println(line),
+            )?;
+            for (v, failure) in result
+                .variants
+                .iter()
+                .filter_map(|v| Some((v, v.failure.as_ref()?)))
+            {
+                progress.println(&format!("warning: {}: {failure}", v.variant));
+            }
+            progress.println(&format!("{}: {}", spec.title, result.stopped));
+            if let Some(why) = why {
+                stopped_early = Some("interrupted".to_owned());
+                why.clone_into(&mut result.stopped);
+                scenarios.push(result);
+                break 'scenarios;
+            }
+            scenarios.push(result);
+            continue;
         }
         let plan = run_plan(spec.runs, spec.baseline, spec.strace);
         let mut stopped = false;
@@ -710,43 +753,16 @@ fn measure_run(
         server::drop_caches()?;
     }
     let strace_out = tempfile::NamedTempFile::new().context("creating strace's output file")?;
-    let server_spec = ServerSpec {
-        binary: options.server_bin.clone(),
-        variant: variant.clone(),
-        protocol: if options.workload == Workload::HttpKeepAlive {
-            "http"
-        } else {
-            "echo"
-        },
-        cpus: options.server_cpus_of(spec),
-        workers: Some(options.mp_workers(spec).0),
-        lt_epollout: options.lt_epollout,
-        nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
-        strace: (kind == RunKind::Strace).then(|| {
-            (
-                strace_out.path().to_path_buf(),
-                options.syscalls.iter().map(|s| s.name.clone()).collect(),
-            )
-        }),
-    };
+    let server_spec = server_spec(
+        options,
+        spec,
+        variant,
+        (kind == RunKind::Strace).then(|| strace_out.path().to_path_buf()),
+    );
     let session: RefCell<Option<Session>> = RefCell::new(None);
     let mut server = Server::start(&server_spec, |pid| {
         if kind == RunKind::Profiled {
-            let request = crate::trace::TraceRequest {
-                syscalls: options.syscalls.clone(),
-                every: options.every,
-                syscall_attach: options.syscall_attach,
-                pids: Vec::new(),
-                all: false,
-                children: true,
-                command: Vec::new(),
-                off_cpu: options.off_cpu,
-                cgroups: Vec::new(),
-                by_cgroup: false,
-                cgroup_top: None,
-                slow: options.slow,
-                slow_top: options.slow_top,
-            };
+            let request = trace_request(options);
             let s = Session::start(&SessionConfig {
                 // The compat programs run for every syscall of the machine (~150 ns a call on
                 // this VM, docs/BENCHMARKS.md): only for a server that is not a 64-bit ELF
@@ -869,6 +885,54 @@ fn measure_run(
         front,
         noise: Some(noise),
     }))
+}
+
+/// How `variant`'s server is started in `spec` (under strace, writing its summary to the path
+/// given).
+fn server_spec(
+    options: &RunOptions,
+    spec: &ScenarioSpec,
+    variant: &Subject,
+    strace: Option<PathBuf>,
+) -> ServerSpec {
+    ServerSpec {
+        binary: options.server_bin.clone(),
+        variant: variant.clone(),
+        protocol: if options.workload == Workload::HttpKeepAlive {
+            "http"
+        } else {
+            "echo"
+        },
+        cpus: options.server_cpus_of(spec),
+        workers: Some(options.mp_workers(spec).0),
+        lt_epollout: options.lt_epollout,
+        nofile: (options.idle_conns > 0).then_some(options.idle_conns as u64 + 1024),
+        strace: strace.map(|path| {
+            (
+                path,
+                options.syscalls.iter().map(|s| s.name.clone()).collect(),
+            )
+        }),
+    }
+}
+
+/// What a profiled run traces: the run's syscalls and options, on the processes given later.
+fn trace_request(options: &RunOptions) -> crate::trace::TraceRequest {
+    crate::trace::TraceRequest {
+        syscalls: options.syscalls.clone(),
+        every: options.every,
+        syscall_attach: options.syscall_attach,
+        pids: Vec::new(),
+        all: false,
+        children: true,
+        command: Vec::new(),
+        off_cpu: options.off_cpu,
+        cgroups: Vec::new(),
+        by_cgroup: false,
+        cgroup_top: None,
+        slow: options.slow,
+        slow_top: options.slow_top,
+    }
 }
 
 /// The processes a profiled run traces from the start: the one started, or every process of

@@ -4,7 +4,7 @@ use serde::Serialize;
 /// A built-in server variant: the servers crate's one description of them.
 pub use servers::Variant;
 
-pub use crate::comparison::{PairedChange, RunKind};
+pub use crate::comparison::{CallsChange, PairedChange, RunKind};
 use crate::{
     inference::{Design, Estimate, Verdict, holm},
     loadgen::LoadReport,
@@ -191,10 +191,81 @@ impl RunResult {
 pub struct VariantResult {
     /// Which server.
     pub variant: Subject,
-    /// Runs, profiled first, then baseline and strace runs.
+    /// Runs, profiled first, then baseline and strace runs. Measured in slices (the warm
+    /// engine): one run per kind, the sum of that kind's slices.
     pub runs: Vec<RunResult>,
+    /// The warm engine's slices, in the order they were made (empty for whole runs).
+    pub slices: Vec<SliceFigures>,
     /// Set when the variant could not be measured at all: why.
     pub failure: Option<String>,
+}
+
+/// One slice's figures (the warm engine, `run::slices`): what a pair compares.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SliceFigures {
+    /// The block it was made in (1-based): slices of one block are paired.
+    pub block: u32,
+    /// Profiled, or baseline (the programs attached, this server not counted).
+    pub kind: RunKind,
+    /// Correct requests of the measured window.
+    pub requests: u64,
+    /// Failed requests of the window.
+    pub errors: u64,
+    /// The window, s.
+    pub window_s: f64,
+    /// Correct requests per second of the window.
+    pub qps: f64,
+    /// Latency quantiles of the window, ns.
+    pub p50_ns: f64,
+    /// p99, ns.
+    pub p99_ns: f64,
+    /// The server's on-CPU time per finished request over the window, ns.
+    pub cpu_ns_per_request: Option<f64>,
+    /// Profiled slices: calls per finished request of each timed syscall (the session's
+    /// order), counted on the server's own processes.
+    pub calls_per_request: Vec<(String, f64)>,
+}
+
+impl SliceFigures {
+    fn figures(&self) -> Figures {
+        Figures {
+            number: self.block,
+            qps: self.qps,
+            p50: self.p50_ns,
+            p99: self.p99_ns,
+            cpu: self.cpu_ns_per_request,
+            calls: self.calls_per_request.clone(),
+        }
+    }
+}
+
+/// What a pair compares, of a whole run or of a slice.
+#[derive(Clone, Debug)]
+struct Figures {
+    /// The run number, or the block: pairs are made of equal numbers.
+    number: u32,
+    qps: f64,
+    p50: f64,
+    p99: f64,
+    cpu: Option<f64>,
+    calls: Vec<(String, f64)>,
+}
+
+impl RunResult {
+    fn figures(&self) -> Figures {
+        let requests = self.requests_finished();
+        Figures {
+            number: self.run,
+            qps: self.load.qps(),
+            p50: self.load.latency.value_at_quantile(0.5) as f64,
+            p99: self.load.latency.value_at_quantile(0.99) as f64,
+            cpu: self
+                .server_cpu
+                .filter(|c| c.on_cpu_ns > 0)
+                .and_then(|c| crate::stats::per_request(c.on_cpu_ns as f64, requests)),
+            calls: Vec::new(),
+        }
+    }
 }
 
 impl VariantResult {
@@ -257,8 +328,8 @@ impl VariantResult {
         judge: &Judge,
     ) -> Option<PairedChange> {
         paired(
-            &self.alive(of).collect::<Vec<_>>(),
-            &self.alive(relative_to).collect::<Vec<_>>(),
+            &self.figures(of),
+            &self.figures(relative_to),
             of,
             relative_to,
             judge,
@@ -270,20 +341,34 @@ impl VariantResult {
     /// attached), else their profiled runs. `None` without a complete pair.
     #[must_use]
     pub fn against(&self, reference: &VariantResult, judge: &Judge) -> Option<PairedChange> {
-        let kind = if self.alive(RunKind::Baseline).next().is_some()
-            && reference.alive(RunKind::Baseline).next().is_some()
+        let kind = if !self.figures(RunKind::Baseline).is_empty()
+            && !reference.figures(RunKind::Baseline).is_empty()
         {
             RunKind::Baseline
         } else {
             RunKind::Profiled
         };
         paired(
-            &self.alive(kind).collect::<Vec<_>>(),
-            &reference.alive(kind).collect::<Vec<_>>(),
+            &self.figures(kind),
+            &reference.figures(kind),
             kind,
             kind,
             judge,
         )
+    }
+
+    /// What pairs compare of `kind`: its slices (the warm engine), else its runs that
+    /// completed with a live server.
+    fn figures(&self, kind: RunKind) -> Vec<Figures> {
+        if self.slices.is_empty() {
+            self.alive(kind).map(RunResult::figures).collect()
+        } else {
+            self.slices
+                .iter()
+                .filter(|s| s.kind == kind && s.requests > 0)
+                .map(SliceFigures::figures)
+                .collect()
+        }
     }
 
     /// Runs of `kind` that completed with a live server.
@@ -293,81 +378,137 @@ impl VariantResult {
     }
 }
 
-/// `of` runs against `relative_to` runs of the same number: each pair's change, as a median
-/// with its interval at the design's latest look, and the verdict.
+/// `of` figures against `relative_to` figures of the same number (run, or block of slices):
+/// each pair's change, as a median with its interval at the design's latest look, and the
+/// verdict on QPS. The quiet figures (p50, p99, server CPU per request, calls per request of
+/// each syscall) are one family under Holm's correction at the error one look may spends.
 fn paired(
-    of_runs: &[&RunResult],
-    relative_runs: &[&RunResult],
+    of_figures: &[Figures],
+    relative: &[Figures],
     of: RunKind,
     relative_to: RunKind,
     judge: &Judge,
 ) -> Option<PairedChange> {
-    let mut pairs: Vec<(&RunResult, &RunResult)> = of_runs
+    let mut pairs: Vec<(&Figures, &Figures)> = of_figures
         .iter()
-        .filter_map(|&a| {
-            relative_runs
+        .filter_map(|a| {
+            relative
                 .iter()
-                .find(|b| b.run == a.run)
-                .map(|&b| (a, b))
+                .find(|b| b.number == a.number)
+                .map(|b| (a, b))
         })
         .collect();
     // In the order they were made: the looks take the first n.
-    pairs.sort_by_key(|(a, _)| a.run);
+    pairs.sort_by_key(|(a, _)| a.number);
     if pairs.is_empty() {
         return None;
     }
     let change = |with: f64, without: f64| 100.0 * (with - without) / without;
-    let changes = |f: &dyn Fn(&RunResult) -> f64| -> Vec<f64> {
+    let changes = |f: &dyn Fn(&Figures) -> Option<f64>| -> Vec<f64> {
         pairs
             .iter()
-            .filter(|(_, b)| f(b) > 0.0)
-            .map(|(a, b)| change(f(a), f(b)))
+            .filter_map(|(a, b)| Some((f(a)?, f(b)?)))
+            .filter(|(_, b)| *b > 0.0)
+            .map(|(a, b)| change(a, b))
             .collect()
     };
-    let quantile = |q: f64| move |r: &RunResult| r.load.latency.value_at_quantile(q) as f64;
-    let qps = |r: &RunResult| r.load.qps();
-    let cpu = |r: &RunResult| {
-        let requests = r.requests_finished();
-        r.server_cpu
-            .filter(|c| c.on_cpu_ns > 0)
-            .and_then(|c| crate::stats::per_request(c.on_cpu_ns as f64, requests))
-    };
+    let design = &judge.design;
+    let qps_change = design.estimate(&changes(&|f| Some(f.qps)))?;
+    let p50 = design.estimate(&changes(&|f| Some(f.p50)))?;
+    let p99 = design.estimate(&changes(&|f| Some(f.p99)))?;
+    let cpu_per_request = design.estimate(&changes(&|f| f.cpu));
     let cpu_pairs: Vec<(f64, f64)> = pairs
         .iter()
-        .filter_map(|(a, b)| Some((cpu(a)?, cpu(b)?)))
+        .filter_map(|(a, b)| Some((a.cpu?, b.cpu?)))
         .collect();
-    let cpu_changes: Vec<f64> = cpu_pairs.iter().map(|&(a, b)| change(a, b)).collect();
-    let cpu_medians = (!cpu_pairs.is_empty()).then(|| {
-        let of: Vec<f64> = cpu_pairs.iter().map(|p| p.0).collect();
-        let to: Vec<f64> = cpu_pairs.iter().map(|p| p.1).collect();
+    let medians = |v: &[(f64, f64)]| {
+        let of: Vec<f64> = v.iter().map(|p| p.0).collect();
+        let to: Vec<f64> = v.iter().map(|p| p.1).collect();
         (crate::samples::median(&of), crate::samples::median(&to))
-    });
-    let design = &judge.design;
-    let qps_change = design.estimate(&changes(&qps))?;
-    let p50 = design.estimate(&changes(&quantile(0.5)))?;
-    let p99 = design.estimate(&changes(&quantile(0.99)))?;
-    let cpu_per_request = design.estimate(&cpu_changes);
-    // The other figures, as one family under Holm at the error one look may spend; only where
-    // a look has been made (an interval exists).
-    let mut others: Vec<(&str, &Estimate)> = vec![("p50", &p50), ("p99", &p99)];
-    if let Some(c) = &cpu_per_request {
-        others.push(("server CPU/req", c));
+    };
+    let cpu_medians = (!cpu_pairs.is_empty()).then(|| medians(&cpu_pairs));
+    // Calls per request of each syscall either side makes (slices only).
+    let mut names: Vec<&str> = Vec::new();
+    for (a, b) in &pairs {
+        for (name, _) in a.calls.iter().chain(&b.calls) {
+            if !names.contains(&name.as_str()) {
+                names.push(name);
+            }
+        }
     }
-    others.retain(|(_, e)| e.interval.is_some());
-    let p_values: Vec<f64> = others.iter().map(|(_, e)| e.p_value).collect();
-    let also = holm(&p_values, design.alpha_per_look)
+    let calls_of = |f: &Figures, name: &str| {
+        f.calls
+            .iter()
+            .find(|(n, _)| n == name)
+            .map_or(0.0, |(_, c)| *c)
+    };
+    let calls_per_request: Vec<CallsChange> = names
+        .iter()
+        .filter_map(|&name| {
+            let values: Vec<(f64, f64)> = pairs
+                .iter()
+                .filter(|(a, b)| !a.calls.is_empty() && !b.calls.is_empty())
+                .map(|(a, b)| (calls_of(a, name), calls_of(b, name)))
+                .collect();
+            let (of_median, relative_median) = medians(&values);
+            if values.is_empty() || relative_median == 0.0 {
+                return None;
+            }
+            let change = design.estimate(
+                &values
+                    .iter()
+                    .filter(|(_, b)| *b > 0.0)
+                    .map(|&(a, b)| change(a, b))
+                    .collect::<Vec<_>>(),
+            )?;
+            Some(CallsChange {
+                syscall: name.to_owned(),
+                of: of_median,
+                relative_to: relative_median,
+                change,
+                differs: false,
+            })
+        })
+        .collect();
+    // The quiet figures, as one family under Holm at the error one look may spend; only where
+    // a look has been made (an interval exists).
+    let (found, also): (Vec<String>, Vec<String>) = {
+        let mut family: Vec<(String, &Estimate)> =
+            vec![("p50".to_owned(), &p50), ("p99".to_owned(), &p99)];
+        if let Some(c) = &cpu_per_request {
+            family.push(("server CPU/req".to_owned(), c));
+        }
+        for c in &calls_per_request {
+            family.push((format!("{} calls/req", c.syscall), &c.change));
+        }
+        family.retain(|(_, e)| e.interval.is_some());
+        let p_values: Vec<f64> = family.iter().map(|(_, e)| e.p_value).collect();
+        holm(&p_values, design.alpha_per_look)
+            .into_iter()
+            .zip(&family)
+            .filter(|(rejected, (_, e))| *rejected && !e.contains_zero())
+            .map(|(_, (name, e))| {
+                (
+                    name.clone(),
+                    format!("{name} {}", if e.median > 0.0 { "higher" } else { "lower" }),
+                )
+            })
+            .unzip()
+    };
+    let calls_per_request = calls_per_request
         .into_iter()
-        .zip(&others)
-        .filter(|(rejected, (_, e))| *rejected && !e.contains_zero())
-        .map(|(_, (name, e))| format!("{name} {}", if e.median > 0.0 { "higher" } else { "lower" }))
+        .map(|mut c| {
+            c.differs = found.contains(&format!("{} calls/req", c.syscall));
+            c
+        })
         .collect();
     Some(PairedChange {
         of,
         relative_to,
         pairs: pairs.len(),
-        qps_of: crate::samples::median(&pairs.iter().map(|(a, _)| qps(a)).collect::<Vec<_>>()),
+        qps_of: crate::samples::median(&pairs.iter().map(|(a, _)| a.qps).collect::<Vec<_>>()),
         qps_relative_to: crate::samples::median(
-            &pairs.iter().map(|(_, b)| qps(b)).collect::<Vec<_>>(),
+            &pairs.iter().map(|(_, b)| b.qps).collect::<Vec<_>>(),
         ),
         verdict: Verdict::of(&qps_change, judge.margin_pct, "pairs"),
         qps: qps_change,
@@ -375,6 +516,7 @@ fn paired(
         p99,
         cpu_per_request,
         cpu_per_request_ns: cpu_medians,
+        calls_per_request,
         also,
     })
 }
@@ -464,4 +606,7 @@ pub struct ScenarioResult {
     /// Why it made no more pairs: "every comparison decided at 12 pairs", "the time budget
     /// was spent", "30 pairs, the most --max-runs allows", "--runs 3".
     pub stopped: String,
+    /// Measured on the warm engine: how it was sliced, and where the time went (`None`:
+    /// whole runs).
+    pub slices: Option<super::slices::SliceDesign>,
 }

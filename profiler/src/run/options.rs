@@ -56,21 +56,29 @@ pub struct RunArgs {
     /// run at 10.
     #[arg(short, long, value_delimiter = ',', value_parser = clap::value_parser!(u64).range(1..=100_000))]
     pub concurrency: Vec<u64>,
-    /// Requests per run [default: 10000].
+    /// Requests of each measured window: of each slice of the warm servers (default: calibrated
+    /// to the machine, see docs/HOW_IT_MEASURES.md), or with --runs of each whole run
+    /// [default: 2000].
     #[arg(short = 'n', long, conflicts_with = "duration", value_parser = clap::value_parser!(u64).range(1..))]
     pub requests: Option<u64>,
-    /// Length of each run instead of a request count (e.g. 5s).
+    /// Length of each measured window instead of a request count (e.g. 100ms for slices, 5s
+    /// for whole runs); requests still in flight at its end count neither way.
     #[arg(short, long, value_parser = parse_duration)]
     pub duration: Option<Duration>,
-    /// Measured runs per variant, a fixed count (pairs for the comparisons) [default: pairs are
-    /// added until every comparison is decided, within --max-runs and --max-time].
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with_all = ["max_runs", "max_time"])]
+    /// Whole runs instead of slices of warm servers: each variant's server started, traced and
+    /// stopped N times, a fixed count (pairs for the comparisons) [default: the warm engine,
+    /// pairs of slices added until every comparison is decided, within --max-pairs and
+    /// --max-time].
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000), conflicts_with_all = ["max_pairs", "max_time"])]
     pub runs: Option<u32>,
-    /// Without --runs: the most pairs of runs a scenario makes while its comparisons are
-    /// undecided.
-    #[arg(long, default_value_t = DEFAULT_MAX_RUNS, value_parser = clap::value_parser!(u32).range(2..=1000))]
-    pub max_runs: u32,
-    /// Without --runs: the time the runs of the whole experiment may take while comparisons
+    /// Gone: pairs are pairs of slices now; kept to say so.
+    #[arg(long, hide = true)]
+    pub max_runs: Option<String>,
+    /// Without --runs: the most pairs (blocks of slices) a scenario makes while its
+    /// comparisons are undecided.
+    #[arg(long, default_value_t = DEFAULT_MAX_PAIRS, value_parser = clap::value_parser!(u32).range(8..=8192))]
+    pub max_pairs: u32,
+    /// Without --runs: the time the slices of the whole experiment may take while comparisons
     /// are undecided (shared out among the scenarios), e.g. 2m or 90s.
     #[arg(long, default_value = "2m", value_parser = parse_duration)]
     pub max_time: Duration,
@@ -78,7 +86,9 @@ pub struct RunArgs {
     /// within" it (e.g. 2% or 0.5%).
     #[arg(long, default_value_t = crate::inference::DEFAULT_MARGIN_PCT, value_parser = crate::parse::parse_percent)]
     pub equivalence: f64,
-    /// Warm-up before each run: a request count (500) or a duration (1s); 0 for none.
+    /// Warm-up before each whole run (--runs), or each warm server's first (calibrating)
+    /// warm-up: a request count (500) or a duration (1s); 0 for none. Slices warm up by
+    /// themselves after each switch.
     #[arg(long, default_value = "500")]
     pub warmup: String,
     /// Echo payload in bytes.
@@ -282,12 +292,19 @@ pub enum Preset {
 pub const DEFAULT_REQUESTS: u64 = 2_000;
 /// Runs of a scenario that has nothing to compare (one variant, no baseline) without `--runs`.
 pub const DEFAULT_RUNS: u32 = 3;
-/// `--max-runs`: the most pairs a scenario adds while undecided.
+/// `--max-runs` (whole runs): the most pairs a scenario adds while undecided.
 pub const DEFAULT_MAX_RUNS: u32 = 30;
+/// `--max-pairs`: the most blocks of slices a scenario makes while undecided.
+pub const DEFAULT_MAX_PAIRS: u32 = 4096;
 
 /// Validates `args` and builds the options (syscall names are resolved by the caller's check of
 /// tracefs first).
 pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
+    if let Some(n) = &args.max_runs {
+        bail!(
+            "--max-runs {n}: without --runs, run compares slices of warm servers, not whole runs: bound their pairs with --max-pairs (default {DEFAULT_MAX_PAIRS}) or the time with --max-time, or give --runs N for N whole runs"
+        );
+    }
     let running = match (&args.target, &args.pid) {
         (Some(target), Some(pids)) => Some(running_server(target, &pids.0)?),
         _ => None,
@@ -359,8 +376,9 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
             args.timeout
         );
     }
-    // --runs N: that many pairs; else pairs until decided, at most --max-runs.
-    let runs = args.runs.unwrap_or(args.max_runs);
+    // --runs N: that many pairs of whole runs; else pairs until decided (of slices on the warm
+    // engine, else of whole runs, at most DEFAULT_MAX_RUNS).
+    let runs = args.runs.unwrap_or(DEFAULT_MAX_RUNS);
     let sequential = args.runs.is_none();
     let name = |c: u64| scenario_title(workload, stop, c);
     let mut scenarios = match args.preset {
@@ -445,6 +463,12 @@ pub fn from_args(args: &RunArgs) -> Result<RunOptions> {
         explain_cost: args.explain_cost,
         margin_pct: args.equivalence,
         max_time: args.runs.is_none().then_some(args.max_time),
+        max_pairs: args.max_pairs as usize,
+        slice: match (args.runs, args.requests, args.duration) {
+            (None, Some(n), _) => Some(Stop::Requests(n)),
+            (None, None, Some(d)) => Some(Stop::Duration(d)),
+            _ => None,
+        },
         slow: args.slow.slow,
         slow_top: args.slow.slow_top,
         syscalls,

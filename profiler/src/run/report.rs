@@ -109,10 +109,11 @@ fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
         for (v, reference, c) in s.variant_changes() {
             table.row([
                 format!(
-                    "{} against {} (QPS, {} runs)",
+                    "{} against {} (QPS, {} {})",
                     v.variant,
                     reference.variant,
-                    c.of.name()
+                    c.of.name(),
+                    if s.slices.is_some() { "slices" } else { "runs" }
                 ),
                 c.qps.cell("pairs"),
                 c.verdict_words(),
@@ -122,6 +123,11 @@ fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
             (RunKind::Profiled, RunKind::Baseline, "profiler's cost"),
             (RunKind::Strace, RunKind::Profiled, "strace's cost"),
         ] {
+            let what = if s.slices.is_some() && of == RunKind::Profiled {
+                "profiler's cost above the attached floor"
+            } else {
+                what
+            };
             for (v, c) in s.kind_changes(of, relative_to) {
                 table.row([
                     format!(
@@ -142,14 +148,25 @@ fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
             .max()
             .unwrap_or(0);
         let mut section = Section {
-            title: format!(
-                "{} (concurrency {}, server CPUs {}): {pairs} round{} of runs, {}",
-                s.title,
-                s.concurrency,
-                super::cpu_list(&s.server_cpus),
-                if pairs == 1 { "" } else { "s" },
-                s.stopped
-            ),
+            title: match &s.slices {
+                Some(d) => format!(
+                    "{} (concurrency {}, server CPUs {}): {} block{} of slices of warm servers, {}",
+                    s.title,
+                    s.concurrency,
+                    super::cpu_list(&s.server_cpus),
+                    d.blocks,
+                    if d.blocks == 1 { "" } else { "s" },
+                    s.stopped
+                ),
+                None => format!(
+                    "{} (concurrency {}, server CPUs {}): {pairs} round{} of runs, {}",
+                    s.title,
+                    s.concurrency,
+                    super::cpu_list(&s.server_cpus),
+                    if pairs == 1 { "" } else { "s" },
+                    s.stopped
+                ),
+            },
             ..Section::default()
         };
         if table.is_empty() {
@@ -159,6 +176,8 @@ fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
         } else {
             section.table = Some(table);
         }
+        section.notes.extend(findings(s));
+        section.notes.extend(slices_notes(s));
         section.notes.extend(time_per_request_lines(s));
         section.notes.extend(noise_line(s));
         sections.push(section);
@@ -187,6 +206,102 @@ fn verdicts_part(experiment: &Experiment, across: &[AcrossSets<'_>]) -> Part {
         });
     }
     part
+}
+
+/// The warm engine's findings, a line per comparison: beside QPS, the quiet figures (server
+/// CPU per request, p99, calls per request of each syscall) with their intervals; the calls
+/// per request that Holm's correction finds changed are named with both medians.
+fn findings(s: &ScenarioResult) -> Vec<String> {
+    if s.slices.is_none() {
+        return Vec::new();
+    }
+    let mut lines = Vec::new();
+    let line = |what: String, c: &super::model::PairedChange| {
+        let mut parts = vec![format!(
+            "QPS {} ({})",
+            c.verdict.words("faster", "slower"),
+            c.qps.cell("pairs")
+        )];
+        if let Some(cpu) = &c.cpu_per_request {
+            parts.push(format!("server CPU/req {}", cpu.cell("pairs")));
+        }
+        parts.push(format!("p99 {}", c.p99.cell("pairs")));
+        let changed: Vec<String> = c
+            .calls_per_request
+            .iter()
+            .filter(|x| x.differs)
+            .map(|x| {
+                format!(
+                    "{} {:.2} → {:.2} ({})",
+                    x.syscall,
+                    x.relative_to,
+                    x.of,
+                    x.change.cell("pairs")
+                )
+            })
+            .collect();
+        if !c.calls_per_request.is_empty() {
+            parts.push(if changed.is_empty() {
+                "calls/req the same in every syscall".to_owned()
+            } else {
+                format!("calls/req {}", changed.join(", "))
+            });
+        }
+        format!("finding, {what}: {}", parts.join("; "))
+    };
+    for (v, reference, c) in s.variant_changes() {
+        lines.push(line(
+            format!("{} against {}", v.variant, reference.variant),
+            &c,
+        ));
+    }
+    for (v, c) in s.kind_changes(RunKind::Profiled, RunKind::Baseline) {
+        lines.push(line(
+            format!("profiled {} against its baseline slices", v.variant),
+            &c,
+        ));
+    }
+    lines
+}
+
+/// How the warm engine sliced the scenario, where its time went, and what its baseline means.
+fn slices_notes(s: &ScenarioResult) -> Vec<String> {
+    let Some(d) = &s.slices else {
+        return Vec::new();
+    };
+    let window = match d.window {
+        crate::loadgen::Stop::Requests(n) => format!("{n} requests"),
+        crate::loadgen::Stop::Duration(t) => duration_ns(t.as_nanos() as f64),
+    };
+    let mut notes = vec![
+        format!(
+            "slices: each server started once and traced by one session; a window of {window} ({}), after a warm-up of {} requests at each switch; every block visits each server once in a random order (seed {:#x}), a comparison's pair is its two slices of one block",
+            d.how, d.warmup, d.seed
+        ),
+        format!(
+            "time: {} (target: at least 80% in requests)",
+            d.budget.line()
+        ),
+    ];
+    if s.variants
+        .iter()
+        .any(|v| v.slices.iter().any(|x| x.kind == RunKind::Baseline))
+    {
+        notes.push("baseline slices keep the programs attached and stop counting that server: the profiler's cost shown is its cost above the attached floor (the programs run and find the server untracked); `profiler bench overhead` measures that floor per call".to_owned());
+    }
+    if d.other_calls > 0 {
+        notes.push(format!(
+            "{} calls of other servers were counted inside windows (in that window's syscall table; calls per request count each server's own)",
+            d.other_calls
+        ));
+    }
+    if d.baseline_calls > 0 {
+        notes.push(format!(
+            "warning: {} calls were counted in baseline slices, whose server should not be counted",
+            d.baseline_calls
+        ));
+    }
+    notes
 }
 
 /// Where the time goes per request, a line per variant: the on-CPU kernel time of each traced
@@ -351,8 +466,24 @@ fn part(s: &ScenarioResult) -> Part {
         .map(|v| v.of_kind(RunKind::Profiled).count())
         .max()
         .unwrap_or(0);
+    let (runs, unit) = match &s.slices {
+        Some(_) => (
+            s.variants
+                .iter()
+                .map(|v| {
+                    v.slices
+                        .iter()
+                        .filter(|x| x.kind == RunKind::Profiled)
+                        .count()
+                })
+                .max()
+                .unwrap_or(0),
+            "slice",
+        ),
+        None => (runs, "run"),
+    };
     let heading = format!(
-        "{} (concurrency {}, {} run{}{})",
+        "{} (concurrency {}, {} {unit}{}{})",
         s.title,
         s.concurrency,
         runs,
@@ -446,7 +577,17 @@ fn runs_sections(s: &ScenarioResult) -> Vec<Section> {
             table.row(
                 [
                     v.variant.to_string(),
-                    format!("{}{mark}", r.run),
+                    if s.slices.is_some() {
+                        format!(
+                            "{} slices",
+                            v.slices
+                                .iter()
+                                .filter(|x| x.kind == RunKind::Profiled)
+                                .count()
+                        )
+                    } else {
+                        format!("{}{mark}", r.run)
+                    },
                     format!("{:.0}", r.load.qps()),
                 ]
                 .into_iter()
