@@ -6,7 +6,7 @@ use std::{net::SocketAddr, time::Duration};
 
 use clap::{Args, Parser, Subcommand};
 use profiler::{
-    bench::overhead::OverheadArgs,
+    bench::{overhead::OverheadArgs, precision::PrecisionArgs},
     bpf::{DEFAULT_SYSCALLS, Syscall, SyscallAttach},
     diff::DiffArgs,
     export::{ExportArgs, otlp::OtlpArgs},
@@ -351,6 +351,9 @@ pub struct ServeArgs {
 pub enum BenchCommand {
     /// ns added per traced syscall, against no programs and against empty programs (the floor).
     Overhead(OverheadArgs),
+    /// How wide run's intervals are against the floor: the smallest client comparing two warm
+    /// servers, and run's own path on them, for the same time.
+    Precision(PrecisionArgs),
 }
 
 #[cfg(test)]

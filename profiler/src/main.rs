@@ -77,6 +77,10 @@ fn run(cli: Cli) -> Result<i32> {
             bench::overhead::run(&args)?;
             Ok(0)
         }
+        Command::Bench(BenchCommand::Precision(args)) => {
+            bench::precision::run(&args)?;
+            Ok(0)
+        }
         Command::Serve(args) => {
             if args.session.slow.slow.is_some() && args.record_minutes == 0 {
                 anyhow::bail!(

@@ -1,3 +1,4 @@
 //! `profiler bench`: the profiler measuring itself.
 
 pub mod overhead;
+pub mod precision;

@@ -18,6 +18,7 @@
 //! # Ok::<(), anyhow::Error>(())
 //! ```
 
+mod blocking;
 mod engine;
 mod errors;
 mod http;
@@ -174,6 +175,18 @@ impl LoadReport {
 pub fn run(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
     spec.validate()?;
     engine::run(spec)
+}
+
+/// [`run`], or for one closed-loop echo client and a request count the serial client without a
+/// runtime (blocking sockets, on the calling thread): the same requests, measured the same
+/// way, with the least of the client's own jitter. `run`'s warm engine drives its slices so.
+pub fn run_lean(spec: &LoadSpec) -> anyhow::Result<LoadReport> {
+    spec.validate()?;
+    if blocking::applies(spec) {
+        Ok(blocking::run(spec))
+    } else {
+        engine::run(spec)
+    }
 }
 
 #[cfg(test)]

@@ -1150,7 +1150,7 @@ pub fn run_plan(runs: u32, baseline: bool, strace: bool) -> Vec<(RunKind, u32)> 
 
 /// Sets this thread's CPUs to `cpus` until the guard drops, so that the threads it starts
 /// meanwhile inherit them; `None` (nothing changed) when `cpus` is empty or cannot be set.
-fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop> {
+pub fn collector_cpus(cpus: &[usize]) -> Option<crate::cpus::affinity::RestoreOnDrop> {
     use crate::cpus::affinity;
     if cpus.is_empty() {
         return None;

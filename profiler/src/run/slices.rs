@@ -92,6 +92,25 @@ pub struct Budget {
     pub teardown: Duration,
 }
 
+impl Warm {
+    /// Where it listens.
+    #[must_use]
+    pub fn addr(&self) -> std::net::SocketAddr {
+        self.server.addr
+    }
+
+    /// Its processes.
+    #[must_use]
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
+    }
+
+    /// Stops it.
+    pub fn stop(self) {
+        let _ = self.server.stop(false);
+    }
+}
+
 impl Budget {
     /// The rest: settling, reading the maps, starting the load generator, stopping.
     #[must_use]
@@ -198,7 +217,7 @@ pub fn applies(options: &RunOptions, spec: &ScenarioSpec, servers: usize) -> boo
 }
 
 /// A server of the scenario, started once.
-struct Warm {
+pub struct Warm {
     server: Server,
     /// Its processes (the server, its workers).
     pids: Vec<u32>,
@@ -219,10 +238,6 @@ struct Measured {
 /// Measures the scenario `spec` on the warm engine into `result` (its variants' slices and
 /// one run per kind summing them; `result.slices` says how). Returns why it stopped early
 /// (Ctrl-C), if it did.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the pipeline in order: servers, session, calibration, blocks, totals"
-)]
 pub(super) fn run_scenario(
     options: &RunOptions,
     spec: &ScenarioSpec,
@@ -236,6 +251,29 @@ pub(super) fn run_scenario(
     // The profiler's own thread reads the maps between slices: on the client CPUs, as the
     // load generator, never on a server CPU.
     let _pinned = super::collector_cpus(&options.client_cpus);
+    let mut warm = start_servers(options, spec, variants, result);
+    let why = measure_warm(
+        options, spec, variants, &mut warm, result, deadline, cancel, note, started,
+    )?;
+    let ended = Instant::now();
+    for w in warm.into_iter().flatten() {
+        let _ = w.server.stop(false);
+    }
+    if let Some(d) = &mut result.slices {
+        d.budget.teardown += ended.elapsed();
+        d.budget.total = started.elapsed();
+    }
+    Ok(why)
+}
+
+/// Starts every variant's server once (a failure is the variant's, in `result`), with the
+/// idle connections `--idle-conns` asks for.
+pub fn start_servers(
+    options: &RunOptions,
+    spec: &ScenarioSpec,
+    variants: &[Subject],
+    result: &mut ScenarioResult,
+) -> Vec<Option<Warm>> {
     let mut warm: Vec<Option<Warm>> = Vec::new();
     for (i, variant) in variants.iter().enumerate() {
         if result.variants[i].failure.is_some() {
@@ -269,6 +307,29 @@ pub(super) fn run_scenario(
             }
         }
     }
+    warm
+}
+
+/// The warm servers `warm` (as [`start_servers`] left them) measured in blocks of slices
+/// until decided, `deadline` or the design's most pairs: one session for all of them,
+/// calibration, the blocks, the totals. A server that dies is left out (`None`) with its
+/// failure. The servers are left running.
+#[expect(
+    clippy::too_many_lines,
+    clippy::too_many_arguments,
+    reason = "the pipeline in order: session, calibration, blocks, totals"
+)]
+pub fn measure_warm(
+    options: &RunOptions,
+    spec: &ScenarioSpec,
+    variants: &[Subject],
+    warm: &mut [Option<Warm>],
+    result: &mut ScenarioResult,
+    deadline: Option<Instant>,
+    cancel: &Arc<AtomicBool>,
+    note: &dyn Fn(&str),
+    started: Instant,
+) -> Result<Option<String>> {
     let all_pids: Vec<u32> = warm.iter().flatten().flat_map(|w| w.pids.clone()).collect();
     if all_pids.is_empty() {
         return Ok(None);
@@ -285,7 +346,7 @@ pub(super) fn run_scenario(
     })?;
     let front = session.syscall_front().describe();
     let template = {
-        let mut l = LoadSpec::new(all_addr(&warm), options.workload);
+        let mut l = LoadSpec::new(all_addr(warm), options.workload);
         l.concurrency = spec.concurrency;
         l.payload = options.payload;
         l.rate = options.rate;
@@ -449,11 +510,8 @@ pub(super) fn run_scenario(
     }
     let noise = noise.finish(&pids);
     let ended = Instant::now();
-    // Detaching (fentry's trampolines most) and stopping the servers: start-up's counterpart.
+    // Detaching (fentry's trampolines most): start-up's counterpart.
     drop(session);
-    for w in warm.into_iter().flatten() {
-        let _ = w.server.stop(false);
-    }
     budget.teardown = ended.elapsed();
     for (v, mut runs) in result.variants.iter_mut().zip(totals) {
         for r in &mut runs {
@@ -501,7 +559,7 @@ fn measure(
     let mut warm = load.clone();
     warm.stop = Stop::Requests(warmup);
     warm.rate = None;
-    let warm_report = loadgen::run(&warm).context("a slice's warm-up")?;
+    let warm_report = loadgen::run_lean(&warm).context("a slice's warm-up")?;
     marks.push(("warmup", Instant::now()));
     settle(&w.pids);
     marks.push(("settle", Instant::now()));
@@ -509,7 +567,7 @@ fn measure(
     marks.push(("snapshot", Instant::now()));
     let cpu_before = server::cpu_time(&w.pids);
     load.stop = window;
-    let report = loadgen::run(&load).context("a slice")?;
+    let report = loadgen::run_lean(&load).context("a slice")?;
     marks.push(("window", Instant::now()));
     settle(&w.pids);
     marks.push(("settle", Instant::now()));
