@@ -56,21 +56,22 @@ pub(crate) fn run(spec: &LoadSpec) -> LoadReport {
         let outcome = (|| -> Result<Completed, RequestErrorKind> {
             let io = |e: std::io::Error| RequestErrorKind::from_io(&e, RequestErrorKind::ShortEcho);
             let mut connect = None;
-            let mut fresh;
-            let stream = if short || kept.is_none() {
-                fresh = TcpStream::connect_timeout(&spec.addr, spec.timeout)
+            let mut fresh = None;
+            if short || kept.is_none() {
+                let s = TcpStream::connect_timeout(&spec.addr, spec.timeout)
                     .map_err(|e| RequestErrorKind::from_io(&e, RequestErrorKind::Reset))?;
                 connect = short.then(|| sent.elapsed());
-                fresh.set_nodelay(true).map_err(io)?;
-                fresh.set_read_timeout(Some(spec.timeout)).map_err(io)?;
-                fresh.set_write_timeout(Some(spec.timeout)).map_err(io)?;
+                s.set_nodelay(true).map_err(io)?;
+                s.set_read_timeout(Some(spec.timeout)).map_err(io)?;
+                s.set_write_timeout(Some(spec.timeout)).map_err(io)?;
                 if short {
-                    &mut fresh
+                    fresh = Some(s);
                 } else {
-                    kept.insert(fresh)
+                    kept = Some(s);
                 }
-            } else {
-                kept.as_mut().expect("checked above")
+            }
+            let Some(stream) = fresh.as_mut().or(kept.as_mut()) else {
+                return Err(RequestErrorKind::Other);
             };
             stream.write_all(&send).map_err(io)?;
             stream.read_exact(&mut recv).map_err(|e| match e.kind() {

@@ -348,13 +348,27 @@ impl VariantResult {
         } else {
             RunKind::Profiled
         };
-        paired(
+        let mut change = paired(
             &self.figures(kind),
             &reference.figures(kind),
             kind,
             kind,
             judge,
-        )
+        )?;
+        // Baseline slices count nothing in the kernel: the calls per request are the profiled
+        // slices' (the same blocks, paired the same way).
+        if kind == RunKind::Baseline && !self.slices.is_empty() {
+            change.calls_per_request = paired(
+                &self.figures(RunKind::Profiled),
+                &reference.figures(RunKind::Profiled),
+                RunKind::Profiled,
+                RunKind::Profiled,
+                judge,
+            )
+            .map(|c| c.calls_per_request)
+            .unwrap_or_default();
+        }
+        Some(change)
     }
 
     /// What pairs compare of `kind`: its slices (the warm engine), else its runs that
