@@ -765,6 +765,12 @@ fn bad_option_values_get_one_line_errors() {
             vec!["--rate", "1e-9", "--requests", "1000"],
             "raise --rate or lower --requests",
         ),
+        // The old spelling of the warm engine's bound says what replaced it.
+        (vec!["--max-runs", "30"], "--max-runs 30: without --runs"),
+        (
+            vec!["--runs", "3", "--max-pairs", "64"],
+            "cannot be used with",
+        ),
     ] {
         let (code, stderr) = profiler_run(&args);
         assert_ne!(code, 0, "{args:?} succeeded");
@@ -1482,4 +1488,217 @@ fn server_commands_leave_nothing_running() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(left().is_empty(), "left running: {:?}", left());
+}
+
+/// A blocking echo server in C that spins `argv[2]` ns of CPU after each accept: two of them
+/// differ by that much per connection and by nothing else.
+const C_SPIN_ECHO_SERVER: &str = r"
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+static long long now(void) {
+    struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+int main(int argc, char **argv) {
+    int l = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+    long long spin = atoll(argv[2]);
+    setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[1])),
+                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128)) return 1;
+    char buf[4096];
+    for (;;) {
+        int c = accept(l, 0, 0);
+        if (c < 0) continue;
+        for (long long end = now() + spin; now() < end;) {}
+        ssize_t r = read(c, buf, sizeof buf);
+        if (r > 0) write(c, buf, r);
+        close(c);
+    }
+}
+";
+
+/// The warm engine's report of `profiler run ARGS` (stdout) and its JSON export.
+fn warm_run(args: &[&str]) -> (String, serde_json::Value) {
+    let dir = tempfile::tempdir().unwrap();
+    let json = dir.path().join("r.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .arg("run")
+        .args(args)
+        .arg("--export-json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let data = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    (text, data)
+}
+
+/// The comparison of `variant` against `reference` in a run's JSON.
+fn comparison<'a>(
+    data: &'a serde_json::Value,
+    variant: &str,
+    reference: &str,
+) -> &'a serde_json::Value {
+    data["comparisons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["variant"] == variant && c["reference"] == reference)
+        .unwrap_or_else(|| panic!("{variant} against {reference}: {}", data["comparisons"]))
+}
+
+/// The share of a warm scenario's time in requests, from its report's "time:" line.
+fn requests_share(text: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("time: "))
+        .unwrap_or_else(|| panic!("no time line: {text}"));
+    let after = line.split("requests ").nth(1).unwrap();
+    after.split('%').next().unwrap().trim().parse().unwrap()
+}
+
+/// The warm engine (the default, no --runs) on two servers that differ by 2 µs of CPU per
+/// connection (about 3% of a serial request): "slower" with the interval below 0, the server
+/// CPU per request higher, in the same blocks; at least 80% of the time in requests; the
+/// report says how it sliced; a scenario that runs its budget spends at least 80% of its time
+/// in requests. The same server under two names is not called faster or slower
+/// (at most once in three runs: each run errs at most 5% of the time).
+#[test]
+fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("spin.c");
+    std::fs::write(&source, C_SPIN_ECHO_SERVER).unwrap();
+    let binary = dir.path().join("spin");
+    let gcc = Command::new("gcc")
+        .args(["-O2", "-o"])
+        .arg(&binary)
+        .arg(&source)
+        .output()
+        .expect("gcc runs (apt-get install gcc)");
+    assert!(
+        gcc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&gcc.stderr)
+    );
+    let fast = format!("fast={} {{port}} 0", binary.display());
+    let slow = format!("slow={} {{port}} 2000", binary.display());
+    let (text, data) = warm_run(&[
+        "--server-cmd",
+        &fast,
+        "--server-cmd",
+        &slow,
+        "--concurrency",
+        "1",
+        "--max-time",
+        "40s",
+    ]);
+    let c = comparison(&data, "slow", "fast");
+    assert_eq!(c["verdict"]["kind"], "lower", "{c}\n{text}");
+    let high = c["qps"]["interval"]["high"].as_f64().unwrap();
+    let median = c["qps"]["median"].as_f64().unwrap();
+    assert!(high < 0.0 && median > -10.0, "{c}");
+    assert!(
+        c["cpu_per_request"]["interval"]["low"].as_f64().unwrap() > 0.0,
+        "{c}"
+    );
+    assert!(
+        text.contains("blocks of slices of warm servers")
+            && text.contains("slices: each server started once"),
+        "{text}"
+    );
+    // One measurement per server, the sum of its slices (no run number).
+    let m = data["measurements"].as_array().unwrap();
+    assert!(m.iter().all(|m| m["run"].is_null()), "{m:?}");
+
+    let servers = servers_binary();
+    let command = format!("{} --mode lt --port {{port}}", servers.display());
+    let mut wrong = Vec::new();
+    for attempt in 0..3 {
+        let (text, data) = warm_run(&[
+            "--server-cmd",
+            &format!("a={command}"),
+            "--server-cmd",
+            &format!("b={command}"),
+            "--concurrency",
+            "1",
+            "--max-time",
+            "15s",
+        ]);
+        let b = comparison(&data, "b", "a");
+        assert!(b["pairs"].as_u64().unwrap() >= 8, "{b}");
+        // The same server: the same calls per request in every syscall, counted exactly.
+        let calls = b["calls_per_request"].as_array().unwrap();
+        assert!(!calls.is_empty(), "{b}");
+        for x in calls {
+            assert!(!x["differs"].as_bool().unwrap(), "{x}\n{text}");
+        }
+        let kind = b["verdict"]["kind"].as_str().unwrap().to_owned();
+        if kind == "higher" || kind == "lower" {
+            wrong.push(format!("attempt {attempt}: {kind}: {}", b["qps"]));
+        }
+    }
+    assert!(wrong.len() <= 1, "A/A called different: {wrong:?}");
+
+    // A scenario that runs its whole budget (a margin nothing meets): at least 80% of its
+    // time in requests.
+    let (text, _) = warm_run(&[
+        "--variants",
+        "lt,et",
+        "--concurrency",
+        "1",
+        "--equivalence",
+        "0.001%",
+        "--max-time",
+        "12s",
+    ]);
+    let share = requests_share(&text);
+    assert!(share >= 80.0, "{share}% of the time in requests:\n{text}");
+}
+
+/// `profiler bench precision` prints the floor client's and run's interval widths and their
+/// ratio, on two warm servers.
+#[test]
+fn bench_precision_prints_both_widths_and_their_ratio() {
+    let _serial = serial();
+    let out = Command::new(env!("CARGO_BIN_EXE_profiler"))
+        .args([
+            "bench",
+            "precision",
+            "--variants",
+            "lt,lt",
+            "--time",
+            "4s",
+            "--server-bin",
+        ])
+        .arg(servers_binary())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("floor client") && text.contains("run's warm engine"),
+        "{text}"
+    );
+    let ratio: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("run's interval is "))
+        .and_then(|l| l.split('×').next())
+        .unwrap_or_else(|| panic!("no ratio: {text}"))
+        .parse()
+        .unwrap();
+    assert!(ratio > 0.0 && ratio.is_finite(), "{text}");
 }

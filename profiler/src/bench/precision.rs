@@ -184,6 +184,7 @@ pub fn measure(args: &PrecisionArgs) -> Result<Precision> {
     let cancel = crate::trace::stop_on_signals()?;
     let _pinned = crate::run::collector_cpus(&options.client_cpus);
     let mut warm = slices::start_servers(&options, &spec, &variants, &mut result);
+    let mut detaching = Vec::new();
     let outcome = (|| -> Result<Precision> {
         if let Some(why) = result.variants.iter().find_map(|v| v.failure.clone()) {
             bail!("a server did not start: {why}");
@@ -199,7 +200,12 @@ pub fn measure(args: &PrecisionArgs) -> Result<Precision> {
             &cancel,
             &|_| {},
             started,
+            &mut detaching,
         )?;
+        // The floor runs with nothing attached.
+        for d in detaching.drain(..) {
+            let _ = d.join();
+        }
         if let Some(why) = result.variants.iter().find_map(|v| v.failure.clone()) {
             bail!("a server failed: {why}");
         }
@@ -230,6 +236,9 @@ pub fn measure(args: &PrecisionArgs) -> Result<Precision> {
     })();
     for w in warm.into_iter().flatten() {
         w.stop();
+    }
+    for d in detaching {
+        let _ = d.join();
     }
     outcome
 }

@@ -479,6 +479,8 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     let mut stopped_early = None;
     // Servers whose every request failed in a run: they are not run again in later scenarios.
     let mut hopeless: Vec<(Subject, String)> = Vec::new();
+    // The warm engine's sessions detaching in the background (joined before returning).
+    let mut detaching = Vec::new();
     'scenarios: for spec in &options.scenarios {
         let variants: Vec<Subject> = spec.variants.as_ref().map_or_else(
             || options.variants.clone(),
@@ -567,6 +569,7 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
                 deadline,
                 &interrupted,
                 &|line| progress.println(line),
+                &mut detaching,
             )?;
             for (v, failure) in result
                 .variants
@@ -700,6 +703,9 @@ pub fn run(options: &RunOptions) -> Result<Experiment> {
     if stopped_early.is_none() && interrupted.load(Ordering::Relaxed) {
         // Ctrl-C during the last run: that run finished, but the user asked to stop.
         stopped_early = Some("interrupted".to_owned());
+    }
+    for d in detaching {
+        let _ = d.join();
     }
     progress.finish();
     Ok(Experiment {

@@ -88,7 +88,7 @@ pub struct Budget {
     pub warmups: Duration,
     /// Starting the servers, loading the programs, calibrating.
     pub startup: Duration,
-    /// Detaching the programs, stopping the servers.
+    /// Stopping the servers (the programs detach in the background meanwhile).
     pub teardown: Duration,
 }
 
@@ -238,6 +238,10 @@ struct Measured {
 /// Measures the scenario `spec` on the warm engine into `result` (its variants' slices and
 /// one run per kind summing them; `result.slices` says how). Returns why it stopped early
 /// (Ctrl-C), if it did.
+#[expect(
+    clippy::too_many_arguments,
+    reason = "measure_warm's, less the servers, plus the detaching sessions' handles"
+)]
 pub(super) fn run_scenario(
     options: &RunOptions,
     spec: &ScenarioSpec,
@@ -246,6 +250,7 @@ pub(super) fn run_scenario(
     deadline: Option<Instant>,
     cancel: &Arc<AtomicBool>,
     note: &dyn Fn(&str),
+    detaching: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> Result<Option<String>> {
     let started = Instant::now();
     // The profiler's own thread reads the maps between slices: on the client CPUs, as the
@@ -253,7 +258,7 @@ pub(super) fn run_scenario(
     let _pinned = super::collector_cpus(&options.client_cpus);
     let mut warm = start_servers(options, spec, variants, result);
     let why = measure_warm(
-        options, spec, variants, &mut warm, result, deadline, cancel, note, started,
+        options, spec, variants, &mut warm, result, deadline, cancel, note, started, detaching,
     )?;
     let ended = Instant::now();
     for w in warm.into_iter().flatten() {
@@ -329,6 +334,7 @@ pub fn measure_warm(
     cancel: &Arc<AtomicBool>,
     note: &dyn Fn(&str),
     started: Instant,
+    detaching: &mut Vec<std::thread::JoinHandle<()>>,
 ) -> Result<Option<String>> {
     let all_pids: Vec<u32> = warm.iter().flatten().flat_map(|w| w.pids.clone()).collect();
     if all_pids.is_empty() {
@@ -509,10 +515,10 @@ pub fn measure_warm(
         pids.extend(&w.pids);
     }
     let noise = noise.finish(&pids);
-    let ended = Instant::now();
-    // Detaching (fentry's trampolines most): start-up's counterpart.
-    drop(session);
-    budget.teardown = ended.elapsed();
+    // Detaching takes a second with fentry (each trampoline waits for the kernel's RCU
+    // grace periods), doing almost nothing on a CPU: it goes on in the background while the
+    // servers stop and the next scenario starts; the caller joins it.
+    detaching.push(std::thread::spawn(move || drop(session)));
     for (v, mut runs) in result.variants.iter_mut().zip(totals) {
         for r in &mut runs {
             r.noise = Some(noise.clone());
@@ -770,7 +776,11 @@ mod tests {
                     *level
                 }
                 Self::Periodic => {
-                    let square = if (t / 4) % 2 == 0 { 0.08 } else { -0.08 };
+                    let square = if (t / 4).is_multiple_of(2) {
+                        0.08
+                    } else {
+                        -0.08
+                    };
                     square + 0.05 * (std::f64::consts::TAU * t as f64 / 40.0).sin()
                 }
             }
