@@ -186,7 +186,7 @@ fn an_unknown_container_is_refused_in_one_line() {
 /// the others' calls are summed in "other (past --cgroup-top 1)", and together they are the
 /// totals.
 #[test]
-fn cgroup_rows_past_cgroup_top_are_summed_as_other() {
+fn container_rows_past_cgroup_top_are_summed_as_other() {
     let _serial = serial();
     let dir = common::scratch("containers", "top");
     let busy = ["/bin/sh", "-c", "while :; do : < /dev/null; done"];

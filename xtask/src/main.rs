@@ -34,6 +34,8 @@ const TEST_PACKAGES: &[(&str, &str)] = &[
     // needs (crun refuses a hybrid cgroup layout).
     ("podman", "podman"),
     ("runc", "runc"),
+    // The containers' rootfs (and virtme-ng's guest init): a static busybox at /bin/busybox.
+    ("busybox", "busybox-static"),
 ];
 
 #[derive(Parser)]
