@@ -221,6 +221,7 @@ impl Recorder {
                 load: None,
                 failure: None,
                 slow: interval.slow.clone(),
+                slices: Vec::new(),
             })
             .collect();
         ExportData::new(metadata, measurements)

@@ -1143,6 +1143,7 @@ mod tests {
             }),
             failure: None,
             slow: None,
+            slices: Vec::new(),
         };
         let close = SyscallSummary {
             name: "close".into(),

@@ -508,9 +508,14 @@ int main(int argc, char **argv) {
 
 /// Compiles [`C_ECHO_SERVER`] into `dir` with gcc.
 fn compile_c_echo_server(dir: &std::path::Path) -> PathBuf {
-    let source = dir.join("echo.c");
-    std::fs::write(&source, C_ECHO_SERVER).unwrap();
-    let binary = dir.join("echo");
+    compile_c(dir, "echo", C_ECHO_SERVER)
+}
+
+/// Compiles C `code` into `dir/name` with gcc.
+fn compile_c(dir: &std::path::Path, name: &str, code: &str) -> PathBuf {
+    let source = dir.join(format!("{name}.c"));
+    std::fs::write(&source, code).unwrap();
+    let binary = dir.join(name);
     let gcc = Command::new("gcc")
         .args(["-O2", "-o"])
         .arg(&binary)
@@ -1566,32 +1571,21 @@ fn requests_share(text: &str) -> f64 {
     after.split('%').next().unwrap().trim().parse().unwrap()
 }
 
-/// The warm engine (the default, no --runs) on two servers that differ by 2 µs of CPU per
-/// connection (about 3% of a serial request): "slower" with the interval below 0, the server
-/// CPU per request higher, in the same blocks; at least 80% of the time in requests; the
-/// report says how it sliced; a scenario that runs its budget spends at least 80% of its time
-/// in requests. The same server under two names is not called faster or slower
+/// The warm engine (the default, no --runs) on two servers that differ by 5 µs of CPU per
+/// connection (about 6% of a serial request): "slower" with the interval below 0, the server
+/// CPU per request higher, in the same blocks; the report says how it sliced; a scenario that
+/// runs its budget spends at least 80% of its time in requests. (The 3% pair decides
+/// in 5 to 40 s here, by the machine's noise of the day, and its per-pair noise is the floor
+/// client's within 1.2×: `profiler bench precision`, docs/BENCHMARKS.md. 6% decides within the
+/// budget on the noisiest day seen, so that the test says the engine works, not the weather.) The same server under two names is not called faster or slower
 /// (at most once in three runs: each run errs at most 5% of the time).
 #[test]
 fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
-    let source = dir.path().join("spin.c");
-    std::fs::write(&source, C_SPIN_ECHO_SERVER).unwrap();
-    let binary = dir.path().join("spin");
-    let gcc = Command::new("gcc")
-        .args(["-O2", "-o"])
-        .arg(&binary)
-        .arg(&source)
-        .output()
-        .expect("gcc runs (apt-get install gcc)");
-    assert!(
-        gcc.status.success(),
-        "{}",
-        String::from_utf8_lossy(&gcc.stderr)
-    );
+    let binary = compile_c(dir.path(), "spin", C_SPIN_ECHO_SERVER);
     let fast = format!("fast={} {{port}} 0", binary.display());
-    let slow = format!("slow={} {{port}} 2000", binary.display());
+    let slow = format!("slow={} {{port}} 5000", binary.display());
     let (text, data) = warm_run(&[
         "--server-cmd",
         &fast,
@@ -1606,7 +1600,7 @@ fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
     assert_eq!(c["verdict"]["kind"], "lower", "{c}\n{text}");
     let high = c["qps"]["interval"]["high"].as_f64().unwrap();
     let median = c["qps"]["median"].as_f64().unwrap();
-    assert!(high < 0.0 && median > -10.0, "{c}");
+    assert!(high < 0.0 && median > -20.0, "{c}");
     assert!(
         c["cpu_per_request"]["interval"]["low"].as_f64().unwrap() > 0.0,
         "{c}"
@@ -1619,6 +1613,16 @@ fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
     // One measurement per server, the sum of its slices (no run number).
     let m = data["measurements"].as_array().unwrap();
     assert!(m.iter().all(|m| m["run"].is_null()), "{m:?}");
+    // Its slices, each a window of requests, at least one per pair compared.
+    for m in m {
+        let slices = m["slices"].as_array().unwrap();
+        assert!(slices.len() as u64 >= c["pairs"].as_u64().unwrap(), "{m}");
+        assert!(
+            slices
+                .iter()
+                .all(|s| s["requests"].as_u64().unwrap() > 0 && s["kind"] == "profiled")
+        );
+    }
 
     let servers = servers_binary();
     let command = format!("{} --mode lt --port {{port}}", servers.display());

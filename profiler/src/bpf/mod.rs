@@ -655,6 +655,8 @@ impl Session {
                 Err(e) => Err(SetupError::bpf("reading TRACKED_BY_TGID", e)),
             };
         }
+        // A process numbered past the map (kernel.pid_max raised while tracing) was never
+        // tracked: its fork was counted as lost, and the snapshot's `not_seen` says so.
         if pid >= self.pid_max {
             return Ok(None);
         }
@@ -690,24 +692,7 @@ impl Session {
     /// Whether the kernel programs still count `pid` as tracked: false once its last thread
     /// has exited.
     pub fn is_tracking(&self, pid: u32) -> Result<bool, SetupError> {
-        if self.per_thread_hash {
-            let tracked: AyaHashMap<&MapData, u32, u32> = self.map(map::TRACKED_BY_TGID)?;
-            return match tracked.get(&pid, 0) {
-                Ok(index) => Ok(index != 0),
-                Err(aya::maps::MapError::KeyNotFound) => Ok(false),
-                Err(e) => Err(SetupError::bpf("reading TRACKED_BY_TGID", e)),
-            };
-        }
-        // A process numbered past the map (kernel.pid_max raised while tracing) was never
-        // tracked: its fork was counted as lost, and the snapshot's `not_seen` says so.
-        if pid >= self.pid_max {
-            return Ok(false);
-        }
-        let tracked: Array<&MapData, u32> = self.map(map::TRACKED)?;
-        let index = tracked
-            .get(&pid, 0)
-            .map_err(|e| SetupError::bpf("reading TRACKED", e))?;
-        Ok(index != 0)
+        Ok(self.tracking_entry(pid)?.is_some())
     }
 
     /// `--slow`: starts the [`crate::slow::Collector`] that reads the slow calls (once; `None`

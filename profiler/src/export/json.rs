@@ -102,6 +102,9 @@ struct MeasurementJson<'a> {
     left_out_share: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     slow: Option<&'a crate::slow::SlowReport>,
+    /// `run`'s warm engine: the slices the measurement sums.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    slices: &'a [super::Slice],
 }
 
 impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
@@ -128,6 +131,7 @@ impl<'a> From<&'a Measurement> for MeasurementJson<'a> {
             every_syscall: m.syscalls.every.as_deref(),
             left_out_share: m.syscalls.left_out().map(|l| l.share),
             slow: m.slow.as_ref(),
+            slices: &m.slices,
         }
     }
 }

@@ -136,6 +136,30 @@ pub struct Measurement {
     pub failure: Option<String>,
     /// `--slow`: the calls past the threshold, grouped by stack.
     pub slow: Option<SlowReport>,
+    /// `run`'s warm engine: the slices this measurement sums, in the order they were made
+    /// (empty elsewhere).
+    pub slices: Vec<Slice>,
+}
+
+/// One slice of `run`'s warm engine: a measured window of one server, as its pairs compare it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Slice {
+    /// The block it was made in (1-based): a comparison pairs two servers' slices of a block.
+    pub block: u32,
+    /// "profiled", or "baseline" (the programs attached, this server not counted).
+    pub kind: &'static str,
+    /// Correct requests of the window.
+    pub requests: u64,
+    /// Correct requests per second of the window.
+    pub qps: f64,
+    /// Latency quantiles of the window, ns.
+    pub p50_ns: f64,
+    /// p99, ns.
+    pub p99_ns: f64,
+    /// The server's on-CPU time per finished request over the window, ns (null: not read).
+    pub cpu_ns_per_request: Option<f64>,
+    /// Profiled slices: calls per finished request of each timed syscall.
+    pub calls_per_request: BTreeMap<String, f64>,
 }
 
 /// Everything an export writes.
@@ -210,6 +234,7 @@ impl ExportData {
                 load: None,
                 failure: None,
                 slow: None,
+                slices: Vec::new(),
             }],
         )
         .partial(partial)

@@ -156,6 +156,30 @@ pub struct LoadReport {
 }
 
 impl LoadReport {
+    /// Adds `other`'s requests, time, histograms and errors to these (windows measured one
+    /// after another: their QPS together is the requests over the summed time).
+    pub fn add(&mut self, other: &LoadReport) {
+        self.requests += other.requests;
+        self.elapsed += other.elapsed;
+        // Every histogram of the load generator has the same bounds: adding cannot fail.
+        let _ = self.latency.add(&other.latency);
+        for (a, b) in [
+            (&mut self.corrected_latency, &other.corrected_latency),
+            (&mut self.send_lateness, &other.send_lateness),
+            (&mut self.connect_latency, &other.connect_latency),
+        ] {
+            match (a.as_mut(), b) {
+                (Some(a), Some(b)) => {
+                    let _ = a.add(b);
+                }
+                (None, Some(b)) => *a = Some(b.clone()),
+                _ => {}
+            }
+        }
+        self.errors.merge(&other.errors);
+        self.interrupted |= other.interrupted;
+    }
+
     /// Correct requests per second of elapsed time.
     pub fn qps(&self) -> f64 {
         let secs = self.elapsed.as_secs_f64();

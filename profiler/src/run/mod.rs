@@ -178,6 +178,11 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                         .as_ref()
                         .map(|how| format!("the server {how}")),
                     slow: r.slow.clone(),
+                    slices: v
+                        .slices
+                        .iter()
+                        .map(model::SliceFigures::to_export)
+                        .collect(),
                 });
             }
             if runs.len() > 1 {
@@ -190,6 +195,7 @@ pub fn to_export(experiment: &Experiment, metadata: Metadata) -> ExportData {
                     load: Some(load_summary(&runs)),
                     failure: v.failure.clone(),
                     slow: v.merged_slow(),
+                    slices: Vec::new(),
                 });
             }
         }
@@ -780,14 +786,7 @@ fn measure_run(
         }
         Ok(())
     })?;
-    let idle = if options.idle_conns > 0 {
-        Some(server::open_idle_connections(
-            server.addr,
-            options.idle_conns,
-        )?)
-    } else {
-        None
-    };
+    let idle = idle_connections(options, server.addr)?;
 
     let mut load_spec = LoadSpec::new(server.addr, options.workload);
     load_spec.concurrency = spec.concurrency;
@@ -920,6 +919,16 @@ fn server_spec(
             )
         }),
     }
+}
+
+/// The idle connections `--idle-conns` holds open to the server at `addr` (none without it).
+fn idle_connections(
+    options: &RunOptions,
+    addr: std::net::SocketAddr,
+) -> Result<Option<Vec<std::net::TcpStream>>> {
+    (options.idle_conns > 0)
+        .then(|| server::open_idle_connections(addr, options.idle_conns))
+        .transpose()
 }
 
 /// What a profiled run traces: the run's syscalls and options, on the processes given later.

@@ -209,10 +209,6 @@ pub struct SliceFigures {
     pub kind: RunKind,
     /// Correct requests of the measured window.
     pub requests: u64,
-    /// Failed requests of the window.
-    pub errors: u64,
-    /// The window, s.
-    pub window_s: f64,
     /// Correct requests per second of the window.
     pub qps: f64,
     /// Latency quantiles of the window, ns.
@@ -227,6 +223,21 @@ pub struct SliceFigures {
 }
 
 impl SliceFigures {
+    /// As the exports carry it.
+    #[must_use]
+    pub fn to_export(&self) -> crate::export::Slice {
+        crate::export::Slice {
+            block: self.block,
+            kind: self.kind.name(),
+            requests: self.requests,
+            qps: self.qps,
+            p50_ns: self.p50_ns,
+            p99_ns: self.p99_ns,
+            cpu_ns_per_request: self.cpu_ns_per_request,
+            calls_per_request: self.calls_per_request.iter().cloned().collect(),
+        }
+    }
+
     fn figures(&self) -> Figures {
         Figures {
             number: self.block,

@@ -290,14 +290,7 @@ pub fn start_servers(
             |_| Ok(()),
         )
         .and_then(|server| {
-            let idle = if options.idle_conns > 0 {
-                Some(server::open_idle_connections(
-                    server.addr,
-                    options.idle_conns,
-                )?)
-            } else {
-                None
-            };
+            let idle = super::idle_connections(options, server.addr)?;
             Ok(Warm {
                 pids: super::traced(variant, server.pid()),
                 server,
@@ -559,7 +552,7 @@ fn measure(
 ) -> Result<Measured> {
     let begun = Instant::now();
     let trace = log::log_enabled!(log::Level::Debug);
-    let mut marks: Vec<(&str, Instant)> = vec![("start", begun)];
+    let mut marks: Vec<(&'static str, Instant)> = vec![("start", begun)];
     let mut load = template.clone();
     load.addr = w.server.addr;
     let mut warm = load.clone();
@@ -567,19 +560,11 @@ fn measure(
     warm.rate = None;
     let warm_report = loadgen::run_lean(&warm).context("a slice's warm-up")?;
     marks.push(("warmup", Instant::now()));
-    settle(&w.pids);
-    marks.push(("settle", Instant::now()));
-    let before = session.snapshot()?;
-    marks.push(("snapshot", Instant::now()));
-    let cpu_before = server::cpu_time(&w.pids);
+    let (before, cpu_before) = settled_read(session, &w.pids, &mut marks)?;
     load.stop = window;
     let report = loadgen::run_lean(&load).context("a slice")?;
     marks.push(("window", Instant::now()));
-    settle(&w.pids);
-    marks.push(("settle", Instant::now()));
-    let after = session.snapshot()?;
-    marks.push(("snapshot", Instant::now()));
-    let cpu_after = server::cpu_time(&w.pids);
+    let (after, cpu_after) = settled_read(session, &w.pids, &mut marks)?;
     if trace {
         let steps: Vec<String> = marks
             .windows(2)
@@ -598,6 +583,19 @@ fn measure(
         warmup: warm_report.elapsed,
         total: begun.elapsed(),
     })
+}
+
+/// The server settled, then the kernel's maps and its schedstat read (timed into `marks`).
+fn settled_read(
+    session: &Session,
+    pids: &[u32],
+    marks: &mut Vec<(&'static str, Instant)>,
+) -> Result<(Snapshot, CpuTime)> {
+    settle(pids);
+    marks.push(("settle", Instant::now()));
+    let snapshot = session.snapshot()?;
+    marks.push(("snapshot", Instant::now()));
+    Ok((snapshot, server::cpu_time(pids)))
 }
 
 /// Waits until the server's threads have not run for [`SETTLED_FOR`] (its last answer's close
@@ -641,8 +639,6 @@ fn figures(m: &Measured, block: u32, kind: RunKind, pids: &[u32]) -> SliceFigure
         block,
         kind,
         requests: m.load.requests,
-        errors: m.load.errors.total(),
-        window_s: m.load.elapsed.as_secs_f64(),
         qps: m.load.qps(),
         p50_ns: m.load.latency.value_at_quantile(0.5) as f64,
         p99_ns: m.load.latency.value_at_quantile(0.99) as f64,
@@ -676,35 +672,13 @@ fn absorb(runs: &mut Vec<RunResult>, kind: RunKind, m: &Measured, front: &str) {
         });
         return;
     };
-    merge_load(&mut run.load, &m.load);
+    run.load.add(&m.load);
     if kind == RunKind::Profiled {
         run.syscalls.merge(&m.delta);
     }
     if let Some(cpu) = &mut run.server_cpu {
         cpu.add(&m.cpu);
     }
-}
-
-/// `into` + `other`: the windows' requests, time, histograms and errors together.
-fn merge_load(into: &mut LoadReport, other: &LoadReport) {
-    into.requests += other.requests;
-    into.elapsed += other.elapsed;
-    // Every histogram of the load generator has the same bounds: adding cannot fail.
-    let _ = into.latency.add(&other.latency);
-    for (a, b) in [
-        (&mut into.corrected_latency, &other.corrected_latency),
-        (&mut into.send_lateness, &other.send_lateness),
-        (&mut into.connect_latency, &other.connect_latency),
-    ] {
-        match (a.as_mut(), b) {
-            (Some(a), Some(b)) => {
-                let _ = a.add(b);
-            }
-            (None, Some(b)) => *a = Some(b.clone()),
-            _ => {}
-        }
-    }
-    into.errors.merge(&other.errors);
 }
 
 /// A progress line at a look: each comparison's QPS change so far.
@@ -852,8 +826,6 @@ mod tests {
                                 block,
                                 kind,
                                 requests: 500,
-                                errors: 0,
-                                window_s: 500.0 / qps,
                                 qps,
                                 p50_ns: 1e9 / qps,
                                 p99_ns: 2e9 / qps,
