@@ -90,13 +90,6 @@ pub enum SetupError {
         "--attach {front}: {why}; use --attach tracepoint (or auto, which falls back by itself)"
     )]
     FrontUnavailable { front: &'static str, why: String },
-    /// Under `auto`, the kernel refused a front end at attach (why): `Session::start` loads
-    /// the programs again for the next; never shown unless that load fails too.
-    #[error("{} was refused at attach ({why}), and no other front end could be loaded", point.front().name)]
-    FrontRefusedAtAttach {
-        point: crate::bpf::AttachPoint,
-        why: String,
-    },
 
     /// `PROFILER_ATTACH` names no front end.
     #[error("{0}")]

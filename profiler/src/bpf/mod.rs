@@ -284,6 +284,12 @@ impl Drop for Session {
     }
 }
 
+/// One try of [`Session::start`]'s: the session, or the front end refused at attach and why.
+enum Attempt {
+    Loaded(Box<Session>),
+    Refused(AttachPoint, String),
+}
+
 impl Session {
     /// Checks the machine, loads the programs, writes the configuration and attaches them.
     pub fn start(config: &SessionConfig) -> Result<Self, SetupError> {
@@ -294,10 +300,9 @@ impl Session {
         let mut passed_by = Vec::new();
         loop {
             match Self::load(config, passed_by.clone()) {
-                Err(SetupError::FrontRefusedAtAttach { point, why }) => {
-                    passed_by.push((point, why));
-                }
-                other => return other.map_err(environment::explain_lockdown),
+                Ok(Attempt::Refused(point, why)) => passed_by.push((point, why)),
+                Ok(Attempt::Loaded(session)) => return Ok(*session),
+                Err(e) => return Err(environment::explain_lockdown(e)),
             }
         }
     }
@@ -306,7 +311,7 @@ impl Session {
     fn load(
         config: &SessionConfig,
         passed_by: Vec<(AttachPoint, String)>,
-    ) -> Result<Self, SetupError> {
+    ) -> Result<Attempt, SetupError> {
         environment::prepare()?;
         environment::check_bpf()?;
         environment::raise_memlock_limit();
@@ -533,12 +538,14 @@ impl Session {
         }
         // Before the syscall programs, so that every traced call's switches are seen.
         session.attach_sched()?;
-        session.attach_syscalls(syscall_front, attach, profiler)?;
+        if let Some((point, why)) = session.attach_syscalls(syscall_front, attach, profiler)? {
+            return Ok(Attempt::Refused(point, why));
+        }
         if config.programs == Programs::Profiler {
             session.attach_process_tracking(config.follow_forks)?;
         }
         session.arm()?;
-        Ok(session)
+        Ok(Attempt::Loaded(Box::new(session)))
     }
 
     /// Tells the exit program that every program is attached, so an exit without an entry is
@@ -1319,15 +1326,15 @@ impl Session {
     }
 
     /// The programs `front` lists. Where a front end with another after it in `auto`'s order
-    /// is refused at attach (fentry on a locked-down kernel), that is
-    /// [`SetupError::FrontRefusedAtAttach`], on which `Session::start` loads the programs
-    /// again for the next and says why; where it was insisted on, one line of why.
+    /// is refused at attach (fentry on a locked-down kernel), that front end and why, on
+    /// which `Session::start` loads the programs again for the next and says why; where it
+    /// was insisted on, one line of why.
     fn attach_syscalls(
         &mut self,
         front: SyscallFront,
         attach: SyscallAttach,
         profiler: bool,
-    ) -> Result<(), SetupError> {
+    ) -> Result<Option<(AttachPoint, String)>, SetupError> {
         for (point, why) in &front.passed_by {
             log::debug!("syscalls not on {}: {why}", point.front().name);
         }
@@ -1351,13 +1358,12 @@ impl Session {
                 }
                 attach::detach_all(self.links.drain(before..).map(|(_, l)| l).collect());
                 let why = why_refused(&e);
-                return Err(if profiler && attach == SyscallAttach::Auto {
-                    SetupError::FrontRefusedAtAttach { point, why }
-                } else {
-                    SetupError::FrontUnavailable {
-                        front: point.front().name,
-                        why,
-                    }
+                if profiler && attach == SyscallAttach::Auto {
+                    return Ok(Some((point, why)));
+                }
+                return Err(SetupError::FrontUnavailable {
+                    front: point.front().name,
+                    why,
                 });
             }
         }
@@ -1368,7 +1374,7 @@ impl Session {
         if profiler {
             self.attach_every()?;
         }
-        Ok(())
+        Ok(None)
     }
 
     /// Every call counted where [`CountEvery`] asks: inside the compat programs where they
