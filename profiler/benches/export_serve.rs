@@ -91,6 +91,7 @@ fn export_speed() {
         export_markdown: Some(dir.join("all.md")),
         report: Some(dir.join("all.html")),
         export_folded: None,
+        export_pprof: Some(dir.join("all.pb.gz")),
     };
     let time = best_of(5, || write_exports(&args, &data).unwrap());
     println!(

@@ -678,6 +678,8 @@ fn readable(listener: &TcpListener, timeout_ms: i32) -> Result<bool> {
 struct Request {
     method: String,
     path: String,
+    /// What follows `?` in the target (empty without one).
+    query: String,
     /// The `Accept` header (empty without one).
     accept: String,
     /// The `Authorization` header.
@@ -707,7 +709,8 @@ fn read_request(conn: &mut Conn, deadline: Instant) -> Result<Request> {
     let mut parts = text.lines().next().unwrap_or_default().split_whitespace();
     let method = parts.next().unwrap_or_default().to_owned();
     let target = parts.next().unwrap_or_default();
-    let path = target.split('?').next().unwrap_or_default().to_owned();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = (path.to_owned(), query.to_owned());
     let header = |wanted: &str| {
         text.lines().skip(1).find_map(|l| {
             let (name, value) = l.split_once(':')?;
@@ -719,9 +722,54 @@ fn read_request(conn: &mut Conn, deadline: Instant) -> Result<Request> {
     Ok(Request {
         method,
         path,
+        query,
         accept: header("accept").unwrap_or_default(),
         authorization: header("authorization"),
     })
+}
+
+/// Where `serve` answers with a pprof profile over a window (Parca's and Pyroscope's scrape
+/// convention): `?seconds=N`, 30 without it.
+pub const PPROF_PATH: &str = "/debug/pprof/syscalls";
+/// The longest window a scrape may ask for.
+const PPROF_MAX_SECONDS: u64 = 600;
+
+/// The window `query` asks for, or one line of what was wrong.
+fn pprof_seconds(query: &str) -> Result<u64, String> {
+    let Some(value) = query.split('&').find_map(|kv| kv.strip_prefix("seconds=")) else {
+        return Ok(30);
+    };
+    match value.parse::<u64>() {
+        Ok(n) if (1..=PPROF_MAX_SECONDS).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "seconds={value}: give a whole number of seconds from 1 to {PPROF_MAX_SECONDS}, e.g. {PPROF_PATH}?seconds=30"
+        )),
+    }
+}
+
+/// The calls made over the next `seconds` as a gzipped pprof profile: the counters read now
+/// and at the end (the lock held only to read), their difference one sample per syscall.
+fn pprof_window(source: &Mutex<&mut MetricsSource>, seconds: u64) -> Result<Vec<u8>> {
+    let read = || {
+        source
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .read(false)
+    };
+    let (before, _) = read()?;
+    let started = Instant::now();
+    std::thread::sleep(Duration::from_secs(seconds));
+    let (after, _) = read()?;
+    let mut metadata = after.metadata.clone();
+    metadata.duration_s = started.elapsed().as_secs_f64();
+    metadata.started_unix_s = metadata
+        .started_unix_s
+        .saturating_add((after.metadata.duration_s - metadata.duration_s).max(0.0) as u64);
+    let delta = after.measurements[0]
+        .syscalls
+        .since(&before.measurements[0].syscalls);
+    let data = ExportData::of_trace(metadata, delta, false);
+    crate::export::Exporter::render(&crate::export::pprof::Pprof, &data)
 }
 
 fn answer(
@@ -750,6 +798,7 @@ fn answer(
     let Request {
         method,
         path,
+        query,
         accept,
         authorization,
     } = read_request(&mut conn, deadline)?;
@@ -792,10 +841,21 @@ fn answer(
                 format!("no recording: {e:#}\n").into_bytes(),
             ),
         },
+        ("GET" | "HEAD", PPROF_PATH) => match pprof_seconds(&query) {
+            Err(why) => ("400 Bad Request", "text/plain", format!("{why}\n").into_bytes()),
+            Ok(seconds) => match pprof_window(source, seconds) {
+                Ok(bytes) => ("200 OK", "application/octet-stream", bytes),
+                Err(e) => (
+                    "500 Internal Server Error",
+                    "text/plain",
+                    format!("reading the counters failed: {e:#}\n").into_bytes(),
+                ),
+            },
+        },
         ("GET" | "HEAD", _) => (
             "404 Not Found",
             "text/plain",
-            b"not found: metrics are at /metrics, the flight recording at /recording\n".to_vec(),
+            b"not found: metrics are at /metrics, the flight recording at /recording, a pprof profile at /debug/pprof/syscalls?seconds=N\n".to_vec(),
         ),
         _ => (
             "405 Method Not Allowed",

@@ -667,6 +667,7 @@ fn write_exports_writes_every_format_and_nothing_else() {
         export_markdown: Some(dir.join("r.md")),
         report: Some(dir.join("r.html")),
         export_folded: None,
+        export_pprof: Some(dir.join("r.pb.gz")),
     };
     let mut data = run_data(&Shape::small());
     data.partial = true;
@@ -678,7 +679,9 @@ fn write_exports_writes_every_format_and_nothing_else() {
     names.sort();
     assert_eq!(
         names,
-        ["hdr", "r.csv", "r.html", "r.json", "r.md", "r.prom"],
+        [
+            "hdr", "r.csv", "r.html", "r.json", "r.md", "r.pb.gz", "r.prom"
+        ],
         "no temporary files left"
     );
     let json: serde_json::Value =
@@ -1143,4 +1146,117 @@ fn hdr_export_removes_only_its_own_stale_files() {
     }
     assert_eq!(std::fs::read_to_string(&theirs).unwrap(), "not ours");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The sample values of `go tool pprof -raw`, summed per sample type, in its order.
+fn raw_totals(raw: &str) -> Vec<i64> {
+    let mut lines = raw.lines().skip_while(|l| !l.starts_with("Samples:"));
+    lines.next();
+    lines.next(); // the sample types' names
+    let mut totals: Vec<i64> = Vec::new();
+    for line in lines {
+        // "          1   20123456 ...: 1 2 3 " — values before the colon; a sample's label
+        // lines and the locations' table follow.
+        let Some((values, _)) = line.split_once(':') else {
+            break;
+        };
+        let values: Vec<i64> = values
+            .split_whitespace()
+            .map_while(|v| v.parse().ok())
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        totals.resize(values.len(), 0);
+        for (t, v) in totals.iter_mut().zip(values) {
+            *t += v;
+        }
+    }
+    totals
+}
+
+/// `attach --slow --export-pprof` on the slow-path helper: `go tool pprof -raw` reads the
+/// file, its totals per sample type equal the JSON's (calls, wall, on-CPU, blocked, runnable
+/// over the slow groups), and `-top` names the helper's slow path among the functions.
+/// Without `--slow`, one sample per syscall: the same calls and time as the JSON's table.
+#[test]
+fn pprof_export_is_read_by_go_tool_pprof_with_the_json_totals() {
+    let _serial = serial();
+    let dir = scratch("pprof");
+    let helper = dir.join("slow_path");
+    let status = Command::new("cc")
+        .args(["-O1", "-g", "-fno-omit-frame-pointer", "-o"])
+        .arg(&helper)
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/helpers/slow_path.c"
+        ))
+        .status()
+        .unwrap();
+    assert!(status.success());
+    for slow in [true, false] {
+        let (json, pprof) = (
+            dir.join(format!("{slow}.json")),
+            dir.join(format!("{slow}.pb.gz")),
+        );
+        let mut command = Command::new(env!("CARGO_BIN_EXE_profiler"));
+        command.args(["attach", "--syscalls", "read,write"]);
+        if slow {
+            command.args(["--slow", "10ms"]);
+        }
+        let out = command
+            .arg("--export-json")
+            .arg(&json)
+            .arg("--export-pprof")
+            .arg(&pprof)
+            .arg("--")
+            .arg(&helper)
+            .args(["3", "20"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let data = common::read_json(&json);
+        let m = &data["measurements"][0];
+        let raw = common::go_pprof(&["-raw"], &pprof);
+        let totals = raw_totals(&raw);
+        if slow {
+            let groups = m["slow"]["groups"].as_array().unwrap();
+            let sum = |f: &dyn Fn(&serde_json::Value) -> i64| groups.iter().map(f).sum::<i64>();
+            let n = |g: &serde_json::Value, k: &str| g[k].as_i64().unwrap();
+            let wall = sum(&|g| n(g, "total_ns"));
+            let blocked = sum(&|g| n(g, "blocked_ns"));
+            let runnable = sum(&|g| n(g, "runnable_ns"));
+            assert_eq!(
+                totals,
+                [
+                    sum(&|g| n(g, "count")),
+                    wall,
+                    wall - blocked - runnable,
+                    blocked,
+                    runnable
+                ],
+                "{raw}"
+            );
+            assert!(totals[0] >= 3, "the three slow reads at least: {raw}");
+            let top = common::go_pprof(&["-top", "-cum", "-sample_index=wall"], &pprof);
+            assert!(
+                top.contains("slow_path") && top.contains("syscall read"),
+                "{top}"
+            );
+            assert!(
+                raw.contains("--slow"),
+                "the comment says the threshold: {raw}"
+            );
+        } else {
+            let rows = m["syscalls"].as_array().unwrap();
+            let calls: i64 = rows.iter().map(|s| s["calls"].as_i64().unwrap()).sum();
+            let total: i64 = rows.iter().map(|s| s["total_ns"].as_i64().unwrap()).sum();
+            assert_eq!(totals, [calls, total], "{raw}");
+            assert!(calls >= 3 + 60, "{raw}");
+        }
+    }
 }

@@ -1057,3 +1057,63 @@ fn a_flight_recording_after_a_burst_of_slow_calls_holds_them_and_diff_reads_it()
     assert!(serve.stop(), "serve must exit 0 on SIGTERM");
     drop(workload);
 }
+
+/// A GET of `target` whose body is bytes (a gzipped profile): (status, body).
+fn get_bytes(port: u16, target: &str) -> (u16, Vec<u8>) {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    write!(
+        stream,
+        "GET {target} HTTP/1.0\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let end = response
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a response with headers");
+    let head = String::from_utf8_lossy(&response[..end]).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    (status, response[end + 4..].to_vec())
+}
+
+/// `GET /debug/pprof/syscalls?seconds=N` (Parca's and Pyroscope's scrape convention): the
+/// calls made in the window as a pprof profile that `go tool pprof -raw` reads, the closes of
+/// a process that ran inside the window counted exactly; a bad `seconds` is a 400 of one line.
+#[test]
+fn serve_answers_a_pprof_profile_of_a_window_that_go_tool_pprof_reads() {
+    let _serial = serial();
+    const CLOSES: u64 = 3000;
+    let child = Closer::stopped(CLOSES);
+    let (mut serve, port) = start_serve(child.pid);
+    let (status, body) = http_get(port, "/debug/pprof/syscalls?seconds=0");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("seconds=0: give a whole number"), "{body}");
+    let scrape = std::thread::spawn(move || get_bytes(port, "/debug/pprof/syscalls?seconds=2"));
+    // The window opens when the request is read: the child's closes come well inside it.
+    std::thread::sleep(Duration::from_millis(500));
+    child.run_to_completion();
+    let (status, profile) = scrape.join().unwrap();
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&profile));
+    let dir = common::scratch("serve", "pprof");
+    let file = dir.join("window.pb.gz");
+    std::fs::write(&file, &profile).unwrap();
+    let raw = common::go_pprof(&["-raw"], &file);
+    // "       3000    1234567: 1 " then its labels "syscall:[close]".
+    let lines: Vec<&str> = raw.lines().collect();
+    let close = lines
+        .windows(2)
+        .find(|w| w[1].contains("syscall:[close]"))
+        .and_then(|w| w[0].split(':').next())
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse::<u64>().ok());
+    assert_eq!(close, Some(CLOSES), "{raw}");
+    assert!(serve.stop(), "serve must exit 0 on SIGTERM");
+}

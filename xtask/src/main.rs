@@ -36,6 +36,8 @@ const TEST_PACKAGES: &[(&str, &str)] = &[
     ("runc", "runc"),
     // The containers' rootfs (and virtme-ng's guest init): a static busybox at /bin/busybox.
     ("busybox", "busybox-static"),
+    // `go tool pprof` reads --export-pprof's profiles (profiler/tests/export.rs).
+    ("go", "golang-go"),
 ];
 
 #[derive(Parser)]

@@ -15,6 +15,7 @@ pub mod html;
 pub mod json;
 pub mod markdown;
 pub mod otlp;
+pub mod pprof;
 pub mod prometheus;
 pub mod prometheus_proto;
 pub mod summary;
@@ -437,6 +438,11 @@ pub struct ExportArgs {
     /// (on-CPU, blocked, runnable).
     #[arg(long, value_name = "FILE", requires = "slow")]
     pub export_folded: Option<PathBuf>,
+    /// A gzipped pprof profile (profile.proto) for `go tool pprof`, Pyroscope, Parca: the
+    /// --slow calls by stack (calls, wall, on-CPU, blocked, runnable ns), else one sample per
+    /// syscall (docs/EXPORT_SCHEMA.md).
+    #[arg(long, value_name = "FILE")]
+    pub export_pprof: Option<PathBuf>,
 }
 
 /// Checks the export flags before measuring, so a bad path fails in a second, not after a run:
@@ -555,7 +561,7 @@ pub fn write_exports(args: &ExportArgs, data: &ExportData) -> Result<()> {
 /// [`ExportArgs`] keeps its path. A new format is a row here, a field in `ExportArgs` and its
 /// `Exporter`.
 type PathOf = fn(&ExportArgs) -> Option<&Path>;
-const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 6] = [
+const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 7] = [
     ("--export-json", &json::Json, |a| a.export_json.as_deref()),
     ("--export-csv", &csv::Csv, |a| a.export_csv.as_deref()),
     ("--export-prom", &prometheus::Prometheus, |a| {
@@ -567,6 +573,9 @@ const FILE_EXPORTS: [(&str, &dyn Exporter, PathOf); 6] = [
     ("--export-html", &html::Html, |a| a.report.as_deref()),
     ("--export-folded", &folded::Folded, |a| {
         a.export_folded.as_deref()
+    }),
+    ("--export-pprof", &pprof::Pprof, |a| {
+        a.export_pprof.as_deref()
     }),
 ];
 

@@ -181,3 +181,26 @@ pub fn require_tool(tool: &str, package: &str) -> PathBuf {
         .find(|p| p.is_file());
     path.unwrap_or_else(|| panic!("`{tool}` is not installed: apt-get install -y {package}"))
 }
+
+/// `go tool pprof ARGS PROFILE` (Debian's golang-go): what it printed.
+pub fn go_pprof(args: &[&str], profile: &std::path::Path) -> String {
+    let go = require_tool("go", "golang-go");
+    let home = scratch("go", "home");
+    let out = std::process::Command::new(go)
+        .args(["tool", "pprof"])
+        .args(args)
+        .arg(profile)
+        // go wants a writable cache and home, and never a network fetch.
+        .env("HOME", &home)
+        .env("GOCACHE", home.join("cache"))
+        .env("GOFLAGS", "-mod=mod")
+        .env("GOPROXY", "off")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "go tool pprof {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
