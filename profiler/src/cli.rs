@@ -56,6 +56,9 @@ pub enum Command {
     Bench(BenchCommand),
     /// Keep timing processes and serve the counters as Prometheus metrics on /metrics.
     Serve(ServeArgs),
+    /// A live view: each syscall's (or each process's) calls, errors, share and latency over
+    /// the last interval, refreshed in place; plain tables with --batch or off a terminal.
+    Top(Box<TopArgs>),
     /// Compare two saved runs (`--export-json` files): two machines, kernels or builds.
     Diff(DiffArgs),
     /// Write the man pages (section 8) and shell completions into DIR (for packaging).
@@ -203,6 +206,91 @@ pub struct AttachArgs {
     /// Files to write the results to.
     #[command(flatten)]
     pub exports: ExportArgs,
+}
+
+/// `profiler top` options.
+#[derive(Debug, Args)]
+#[command(after_help = "EXAMPLES:
+    profiler top --pid 1234                       # live, refreshed every second
+    profiler top --all --group process --sort calls
+    profiler top --batch --interval 5s --pid 1234 # one plain table per interval, like top -b
+
+KEYS: q quit, s or 1-7 sort by a column, r reverse, / filter, g group by process or syscall,
+c cumulative or last interval, space pause, arrows select a row (its histogram, its p99 over
+the last minute). Ctrl-C, SIGTERM and SIGHUP restore the terminal too.")]
+pub struct TopArgs {
+    /// What to trace, and how.
+    #[command(flatten)]
+    pub session: SessionArgs,
+    /// Refresh this often (e.g. 1s, 500ms; at least 100ms).
+    #[arg(short, long, default_value = "1s", value_parser = parse_duration)]
+    pub interval: Duration,
+    /// Plain tables, one per interval, on stdout (the default when stdout is not a terminal).
+    #[arg(short, long)]
+    pub batch: bool,
+    /// Stop after this many refreshes (as top -n).
+    #[arg(short = 'n', long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub iterations: Option<u64>,
+    /// Rows per syscall (with quantiles) or per process (or cgroup) and syscall.
+    #[arg(long, value_enum, default_value_t = GroupArg::Syscall)]
+    pub group: GroupArg,
+    /// The column to sort by, largest first.
+    #[arg(long, value_enum, default_value_t = SortArg::Share)]
+    pub sort: SortArg,
+    /// Only rows whose name (process, syscall) holds this text.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub filter: String,
+    /// A command to start and watch from its first syscall.
+    #[arg(
+        last = true,
+        value_name = "CMD",
+        conflicts_with_all = ["pids", "all", "cgroups", "containers", "by_cgroup"]
+    )]
+    pub command: Vec<String>,
+}
+
+/// `top --group`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum GroupArg {
+    Syscall,
+    Process,
+}
+
+/// `top --sort`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum SortArg {
+    Name,
+    Calls,
+    Errors,
+    Share,
+    Mean,
+    P50,
+    P99,
+}
+
+impl TopArgs {
+    /// The view these options start with.
+    #[must_use]
+    pub fn view(&self) -> profiler::top::model::ViewSpec {
+        use profiler::top::model::{Column, Group};
+        profiler::top::model::ViewSpec {
+            group: match self.group {
+                GroupArg::Syscall => Group::Syscall,
+                GroupArg::Process => Group::Process,
+            },
+            sort: match self.sort {
+                SortArg::Name => Column::Name,
+                SortArg::Calls => Column::Calls,
+                SortArg::Errors => Column::Errors,
+                SortArg::Share => Column::Share,
+                SortArg::Mean => Column::Mean,
+                SortArg::P50 => Column::P50,
+                SortArg::P99 => Column::P99,
+            },
+            reverse: false,
+            filter: self.filter.clone(),
+        }
+    }
 }
 
 /// What `attach` and `serve` trace and how: the one set of options both take, and the one

@@ -50,5 +50,6 @@ pub mod samples;
 pub mod serve;
 pub mod slow;
 pub mod stats;
+pub mod top;
 pub mod trace;
 pub mod web;

@@ -67,6 +67,20 @@ fn run(cli: Cli) -> Result<i32> {
             attach::run(&options)
         }
         Command::Run(args) => profiler::run::main(&args, cli.syscall_attach),
+        Command::Top(args) => {
+            let args = *args;
+            let view = args.view();
+            let options = profiler::top::TopOptions {
+                trace: args
+                    .session
+                    .trace_request(cli.syscall_attach, true, args.command)?,
+                interval: args.interval,
+                batch: args.batch,
+                iterations: args.iterations,
+                view,
+            };
+            profiler::top::run(&options)
+        }
         Command::Diff(args) => profiler::diff::main(&args),
         Command::GenerateAssets { dir } => {
             cli::generate_assets(&dir)?;

@@ -6,8 +6,8 @@
 //! signal-interrupted calls, an exec chain 64 → 64 and 64 → 32 bits; every syscall of a
 //! program (`--syscalls all`); failed path lookups (ENOENT); bytes and short calls of the
 //! read/write family. Counting paths: `attach -- CMD`,
-//! `attach --pid`, a `serve --pid` scrape, and the JSON, CSV and Prometheus exports and the
-//! OTLP push of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
+//! `attach --pid`, a `serve --pid` scrape, `top --batch -- CMD` (its per-interval tables
+//! summed), and the JSON, CSV and Prometheus exports and the OTLP push of the same attach. (`run --server-cmd` and `run --target --pid` count a server's
 //! accepts and closes exactly per request in `tests/run.rs`.)
 //!
 //! These load BPF programs (root) and run one at a time.
@@ -161,6 +161,49 @@ fn attach_command(name: &str, command: &[&str]) -> Vec<(String, BTreeMap<String,
     paths
 }
 
+/// `top --batch --interval 100ms -- COMMAND`: the calls of every interval's table, summed per
+/// syscall (the rows' exact `calls` column; the `all` row left out).
+fn top_batch(command: &[&str]) -> Counts {
+    let out = profiler()
+        .args([
+            "top",
+            "--batch",
+            "--interval",
+            "100ms",
+            "--syscalls",
+            SYSCALLS,
+            "--",
+        ])
+        .args(command)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "top --batch {command:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut counts = Counts::new();
+    let mut tables = 0;
+    for line in text.lines() {
+        if line.starts_with("--- top: interval ") {
+            tables += 1;
+            continue;
+        }
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        let (Some(name), Some(Ok(calls))) = (cells.first(), cells.get(1).map(|c| c.parse::<u64>()))
+        else {
+            continue;
+        };
+        if *name != "all" && *name != "name" {
+            *counts.entry((*name).to_owned()).or_default() += calls;
+        }
+    }
+    assert!(tables >= 1, "no table: {text}");
+    counts.retain(|_, n| *n > 0);
+    counts
+}
+
 /// The calls per syscall of the last OTLP push (`syscall.calls`, cumulative).
 fn otlp_counts(receiver: &common::otlp::Receiver) -> Counts {
     let pushes = receiver.requests();
@@ -311,6 +354,11 @@ fn compare(name: &str, workloads: &Path, args: &[&str], unseen: &[&str]) {
             "serve --pid scrape".to_owned(),
             keep(serve_scrape(name, workloads, args)),
             &expected_after_start,
+        ));
+        observed.push((
+            "top --batch -- CMD".to_owned(),
+            keep(top_batch(&command)),
+            &expected,
         ));
     }
     let wrong: Vec<String> = observed

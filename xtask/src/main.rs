@@ -38,6 +38,8 @@ const TEST_PACKAGES: &[(&str, &str)] = &[
     ("busybox", "busybox-static"),
     // `go tool pprof` reads --export-pprof's profiles (profiler/tests/export.rs).
     ("go", "golang-go"),
+    // A real terminal for `profiler top` (profiler/tests/top.rs).
+    ("tmux", "tmux"),
 ];
 
 #[derive(Parser)]
