@@ -420,6 +420,8 @@ mod tests {
                 name: name.into(),
                 calls,
                 total_ns,
+                min_ns: total_ns / calls.max(1),
+                max_ns: total_ns / calls.max(1),
                 ..Default::default()
             };
             summary.latency.record_n(total_ns / calls.max(1), calls);
