@@ -159,7 +159,12 @@ pub struct Frame {
     pub dropped: u64,
     /// Rows that are cgroups', not processes'.
     pub cgroups: bool,
+    /// Why there are no rows though calls were made (per process under `--all`).
+    pub no_rows: Option<&'static str>,
 }
+
+/// Why grouping by process shows nothing under `--all`.
+pub const NO_PROCESS_ROWS: &str = "no per-process rows: the kernel keeps per-process counters for tracked processes (--pid, --cgroup, -- CMD; up to 1,024, then one overflow row) and per cgroup with --all --by-cgroup, not under --all alone; g groups by syscall";
 
 /// How the rows are chosen and ordered.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -286,6 +291,10 @@ pub fn frame(window: &Snapshot, seconds: f64, spec: &ViewSpec, names: &mut Names
         left_out: window.left_out().map(|l| l.share),
         dropped: window.dropped.lost(),
         cgroups: window.processes.iter().any(|p| p.cgroup.is_some()),
+        no_rows: (spec.group == Group::Process
+            && window.processes.is_empty()
+            && window.syscalls.iter().any(|s| s.calls > 0))
+        .then_some(NO_PROCESS_ROWS),
     }
 }
 
@@ -384,7 +393,9 @@ pub fn notes(frame: &Frame, spec: &ViewSpec) -> Vec<String> {
             frame.dropped
         ));
     }
-    if spec.group == Group::Process {
+    if let Some(why) = frame.no_rows {
+        notes.push(why.to_owned());
+    } else if spec.group == Group::Process {
         notes.push(
             "p50/p99: per syscall only (the kernel keeps one latency histogram per syscall); g groups by syscall"
                 .to_owned(),

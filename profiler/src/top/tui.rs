@@ -287,6 +287,15 @@ fn draw_table(screen: &mut Screen, area: Rect, frame: &Frame, view: &View) {
         (model::Group::Process, false) => " per process and syscall ",
         (model::Group::Process, true) => " per cgroup and syscall ",
     };
+    if let Some(why) = frame.no_rows {
+        screen.render_widget(
+            Paragraph::new(why)
+                .wrap(ratatui::widgets::Wrap { trim: true })
+                .block(Block::default().borders(Borders::TOP).title(title)),
+            area,
+        );
+        return;
+    }
     let table = Table::new(rows, widths)
         .header(header)
         .block(Block::default().borders(Borders::TOP).title(title))
