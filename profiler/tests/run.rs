@@ -1515,6 +1515,7 @@ int main(int argc, char **argv) {
                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
     if (bind(l, (struct sockaddr *)&a, sizeof a) || listen(l, 128)) return 1;
     char buf[4096];
+    long long served = 0;
     for (;;) {
         int c = accept(l, 0, 0);
         if (c < 0) continue;
@@ -1522,6 +1523,7 @@ int main(int argc, char **argv) {
         ssize_t r = read(c, buf, sizeof buf);
         if (r > 0) write(c, buf, r);
         close(c);
+        if (argc > 3 && ++served >= atoll(argv[3])) return 3;
     }
 }
 ";
@@ -1667,6 +1669,50 @@ fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
     ]);
     let share = requests_share(&text);
     assert!(share >= 80.0, "{share}% of the time in requests:\n{text}");
+}
+
+/// A server that exits (after 4,000 connections, its third argument) is restarted by the warm
+/// engine, the slice it died in left out, and the comparison goes on: said in the report, no
+/// failure.
+#[test]
+fn the_warm_engine_restarts_a_server_that_dies() {
+    let _serial = serial();
+    let dir = tempfile::tempdir().unwrap();
+    let binary = compile_c(dir.path(), "spin", C_SPIN_ECHO_SERVER);
+    let steady = format!("steady={} {{port}} 0", binary.display());
+    let dying = format!("dying={} {{port}} 0 4000", binary.display());
+    let (text, data) = warm_run(&[
+        "--server-cmd",
+        &steady,
+        "--server-cmd",
+        &dying,
+        "--concurrency",
+        "1",
+        "--equivalence",
+        "0.001%",
+        // 16 blocks of 500-request windows (and their warm-ups): about 9,000 requests to each
+        // server, so the dying one dies twice, whatever the machine's speed.
+        "--requests",
+        "500",
+        "--max-pairs",
+        "16",
+        "--max-time",
+        "60s",
+    ]);
+    assert!(
+        text.contains("restarted: dying: the server exited with status 3 in block"),
+        "{text}"
+    );
+    assert!(
+        data["failures"].as_array().unwrap().is_empty(),
+        "{}",
+        data["failures"]
+    );
+    assert_eq!(text.matches("restarted: dying").count(), 2, "{text}");
+    let c = comparison(&data, "dying", "steady");
+    // The two blocks it died in are left out.
+    let pairs = c["pairs"].as_u64().unwrap();
+    assert!((12..=14).contains(&pairs), "{c}");
 }
 
 /// `profiler bench precision` prints the floor client's and run's interval widths and their

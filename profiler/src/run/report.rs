@@ -295,6 +295,7 @@ fn slices_notes(s: &ScenarioResult) -> Vec<String> {
             d.other_calls
         ));
     }
+    notes.extend(d.restarted.iter().map(|r| format!("restarted: {r}")));
     if d.baseline_calls > 0 {
         notes.push(format!(
             "warning: {} calls were counted in baseline slices, whose server should not be counted",

@@ -54,6 +54,8 @@ pub const CALIBRATION_REQUESTS: u64 = 500;
 const SETTLED_FOR: Duration = Duration::from_micros(200);
 /// And settling gives up after this long (a server that never rests: a spinner).
 const SETTLE_AT_MOST: Duration = Duration::from_millis(5);
+/// A server that fails is started again at most this many times per scenario.
+pub const MAX_RESTARTS: u32 = 3;
 
 /// How a scenario was sliced, and where its time went.
 #[derive(Clone, Debug, PartialEq)]
@@ -75,6 +77,8 @@ pub struct SliceDesign {
     pub other_calls: u64,
     /// Calls counted for a server in its baseline slices (0 unless pausing failed).
     pub baseline_calls: u64,
+    /// A line per server that failed and was restarted.
+    pub restarted: Vec<String>,
 }
 
 /// Where a scenario's time went.
@@ -428,6 +432,8 @@ pub fn measure_warm(
     };
     let mut other_calls = 0;
     let mut baseline_calls = 0;
+    let mut restarts = vec![0_u32; variants.len()];
+    let mut restarted: Vec<String> = Vec::new();
     let mut totals: Vec<Vec<RunResult>> = variants.iter().map(|_| Vec::new()).collect();
     let mut blocks = 0_u32;
     let mut stopped_early = None;
@@ -455,8 +461,30 @@ pub fn measure_warm(
                 .map(|how| format!("the server {how}{}", w.server.stderr_tail()));
             let m = match (measured, died) {
                 (_, Some(how)) => {
-                    result.variants[i].failure = Some(format!("{how} in block {blocks}"));
-                    warm[i] = None;
+                    // Restarted (a few times at most), its slice of this block left out: the
+                    // block's pairs with it are not made, the others' are.
+                    let old = warm[i].take();
+                    let again = (restarts[i] < MAX_RESTARTS
+                        && !matches!(variants[i], Subject::Running(_)))
+                    .then(|| restart(options, spec, &variants[i], &mut session, old));
+                    match again {
+                        Some(Ok(w)) => {
+                            restarts[i] += 1;
+                            restarted.push(format!(
+                                "{}: {how} in block {blocks}, and was restarted (that block's slice left out)",
+                                variants[i]
+                            ));
+                            warm[i] = Some(w);
+                        }
+                        Some(Err(e)) => {
+                            result.variants[i].failure = Some(format!(
+                                "{how} in block {blocks}; restarting it failed: {e:#}"
+                            ));
+                        }
+                        None => {
+                            result.variants[i].failure = Some(format!("{how} in block {blocks}"));
+                        }
+                    }
                     continue;
                 }
                 (Err(e), None) => {
@@ -528,8 +556,36 @@ pub fn measure_warm(
         budget,
         other_calls,
         baseline_calls,
+        restarted,
     });
     Ok(stopped_early)
+}
+
+/// A failed server stopped (reaped) and started again, its processes tracked by `session`.
+fn restart(
+    options: &RunOptions,
+    spec: &ScenarioSpec,
+    variant: &Subject,
+    session: &mut Session,
+    old: Option<Warm>,
+) -> Result<Warm> {
+    if let Some(old) = old {
+        let _ = old.server.stop(false);
+    }
+    let server = Server::start(
+        &super::server_spec(options, spec, variant, None),
+        |_| Ok(()),
+    )?;
+    let idle = super::idle_connections(options, server.addr)?;
+    let pids = super::traced(variant, server.pid());
+    for &pid in &pids {
+        session.track_if_running(pid)?;
+    }
+    Ok(Warm {
+        pids,
+        server,
+        _idle: idle,
+    })
 }
 
 /// The address of the first warm server (the load spec's template; each slice sets its own).
