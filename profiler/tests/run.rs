@@ -1665,7 +1665,7 @@ fn the_warm_engine_decides_a_known_slowdown_and_not_an_a_a_pair() {
         "--equivalence",
         "0.001%",
         "--max-time",
-        "12s",
+        "20s",
     ]);
     let share = requests_share(&text);
     assert!(share >= 80.0, "{share}% of the time in requests:\n{text}");

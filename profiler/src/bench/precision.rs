@@ -47,6 +47,14 @@ pub struct PrecisionArgs {
     /// The servers binary [default: `servers` next to this executable].
     #[arg(long, value_name = "PATH")]
     pub server_bin: Option<PathBuf>,
+    /// Two servers of your own instead of --variants, as run takes them (NAME=COMMAND, `{port}`
+    /// where it listens; the second is compared with the first).
+    #[arg(
+        long = "server-cmd",
+        value_name = "NAME=CMD",
+        conflicts_with = "variants"
+    )]
+    pub server_cmds: Vec<String>,
 }
 
 /// One way of comparing the two servers.
@@ -75,6 +83,8 @@ pub struct Precision {
     pub run: Way,
     /// The floor client.
     pub floor: Way,
+    /// The two servers' names, the reference first.
+    pub names: [String; 2],
 }
 
 impl Precision {
@@ -96,8 +106,8 @@ pub fn run(args: &PrecisionArgs) -> Result<()> {
     let p = measure(args)?;
     println!(
         "bench precision: {} against {}, serial short-connection echo, {} each way",
-        args.variants[1],
-        args.variants[0],
+        p.names[1],
+        p.names[0],
         humantime::format_duration(args.time)
     );
     let mut table = crate::report::table::Table::new([
@@ -126,23 +136,32 @@ pub fn run(args: &PrecisionArgs) -> Result<()> {
 
 /// Starts the two servers, measures both ways, stops them.
 pub fn measure(args: &PrecisionArgs) -> Result<Precision> {
-    if args.variants.len() != 2 {
+    if args.server_cmds.is_empty() && args.variants.len() != 2 {
         bail!(
             "--variants takes two servers (the second is compared with the first), e.g. lt,et or lt,lt"
         );
     }
+    if !args.server_cmds.is_empty() && args.server_cmds.len() != 2 {
+        bail!(
+            "--server-cmd is given twice, one server each (the second is compared with the first): --server-cmd 'a=./srv {{port}}' --server-cmd 'b=./srv2 {{port}}'"
+        );
+    }
     crate::bpf::environment::prepare()?;
-    let mut argv: Vec<String> = vec![
-        "run".into(),
-        "--concurrency".into(),
-        "1".into(),
-        "--variants".into(),
-        args.variants
-            .iter()
-            .map(|v| v.name())
-            .collect::<Vec<_>>()
-            .join(","),
-    ];
+    let mut argv: Vec<String> = vec!["run".into(), "--concurrency".into(), "1".into()];
+    if args.server_cmds.is_empty() {
+        argv.extend([
+            "--variants".into(),
+            args.variants
+                .iter()
+                .map(|v| v.name())
+                .collect::<Vec<_>>()
+                .join(","),
+        ]);
+    } else {
+        for c in &args.server_cmds {
+            argv.extend(["--server-cmd".into(), c.clone()]);
+        }
+    }
     if let Some(bin) = &args.server_bin {
         argv.extend(["--server-bin".into(), bin.display().to_string()]);
     }
@@ -232,7 +251,11 @@ pub fn measure(args: &PrecisionArgs) -> Result<Precision> {
             options.client_cpus.first().copied(),
             &cancel,
         )?;
-        Ok(Precision { run, floor })
+        Ok(Precision {
+            run,
+            floor,
+            names: [variants[0].to_string(), variants[1].to_string()],
+        })
     })();
     for w in warm.into_iter().flatten() {
         w.stop();

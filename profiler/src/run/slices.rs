@@ -54,6 +54,8 @@ pub const CALIBRATION_REQUESTS: u64 = 500;
 const SETTLED_FOR: Duration = Duration::from_micros(200);
 /// And settling gives up after this long (a server that never rests: a spinner).
 const SETTLE_AT_MOST: Duration = Duration::from_millis(5);
+/// After this many blocks the window is checked against the switches' measured cost.
+pub const RECALIBRATE_AFTER: u32 = 4;
 /// A server that fails is started again at most this many times per scenario.
 pub const MAX_RESTARTS: u32 = 3;
 
@@ -400,7 +402,7 @@ pub fn measure_warm(
         switch_costs[switch_costs.len() / 2]
     };
     let target = MIN_WINDOW.max(switch.mul_f64(WINDOW_PER_SWITCH));
-    let (window, how) = if let Some(stop) = options.slice {
+    let (mut window, mut how) = if let Some(stop) = options.slice {
         (stop, "as --requests/--duration gave it".to_owned())
     } else {
         let n = (slowest_qps * target.as_secs_f64()).ceil().max(1.0) as u64;
@@ -419,8 +421,10 @@ pub fn measure_warm(
         Stop::Requests(n) => n,
         Stop::Duration(d) => (slowest_qps * d.as_secs_f64()).ceil() as u64,
     };
-    let warmup = (window_requests / 20).max(2 * spec.concurrency as u64);
+    let mut warmup = (window_requests / 20).max(2 * spec.concurrency as u64);
     let startup = started.elapsed();
+    let blocks_began = Instant::now();
+    let mut grown: Option<String> = None;
 
     let noise = crate::noise::Probe::start(&options.server_cpus_of(spec));
     let max_pairs = result.judge.design.looks.last().copied().unwrap_or(1);
@@ -521,6 +525,31 @@ pub fn measure_warm(
             absorb(&mut totals[i], kind, &m, &front);
             result.variants[i].slices.push(figures);
         }
+        // The calibration's switch is two servers' worth of one switch each: after a few blocks,
+        // and again at each look, the switches' real cost (settling, the reads, adding the
+        // slice to the totals, the looks, the load generator's start) is known, and a window
+        // that is less than WINDOW_PER_SWITCH of them grows (never shrinks) from the next block
+        // on; a block's slices keep one window between them.
+        if options.slice.is_none()
+            && (blocks == RECALIBRATE_AFTER || result.judge.design.is_look(blocks as usize))
+            && let Stop::Requests(n) = window
+        {
+            let slices_made: usize = result.variants.iter().map(|v| v.slices.len()).sum();
+            let spent = blocks_began
+                .elapsed()
+                .saturating_sub(budget.windows + budget.warmups);
+            let per_switch = spent / u32::try_from(slices_made.max(1)).unwrap_or(u32::MAX);
+            let wanted =
+                (slowest_qps * per_switch.mul_f64(WINDOW_PER_SWITCH).as_secs_f64()).ceil() as u64;
+            if wanted > n + n / 5 {
+                window = Stop::Requests(wanted);
+                warmup = (wanted / 20).max(2 * spec.concurrency as u64);
+                grown = Some(format!(
+                    "; after {blocks} blocks a switch was measured to cost {} and the window grew to {wanted} requests, {WINDOW_PER_SWITCH:.0}× that",
+                    crate::report::units::duration_ns(per_switch.as_nanos() as f64),
+                ));
+            }
+        }
         if result.judge.design.is_look(blocks as usize) {
             let decided = result.decided();
             let line = look_line(result, blocks);
@@ -547,6 +576,9 @@ pub fn measure_warm(
         v.runs = runs;
     }
     budget.total = started.elapsed();
+    if let Some(grown) = grown {
+        how.push_str(&grown);
+    }
     result.slices = Some(SliceDesign {
         window,
         warmup,
