@@ -26,6 +26,8 @@ use synthetic::{Shape, run_data};
 #[path = "../tests/fixtures/synthetic.rs"]
 mod synthetic;
 
+mod busy;
+
 fn main() {
     export_speed();
     serve_speed();
@@ -101,27 +103,6 @@ fn export_speed() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Forked children doing a close() every millisecond until killed.
-fn busy_children(n: usize) -> Vec<i32> {
-    (0..n)
-        .map(|_| {
-            // SAFETY: the child runs only raw libc calls and never returns.
-            let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
-            if pid == 0 {
-                // SAFETY: see above.
-                unsafe {
-                    loop {
-                        libc::close(libc::dup(0));
-                        libc::usleep(1000);
-                    }
-                }
-            }
-            pid
-        })
-        .collect()
-}
-
 fn scrape(port: u16) -> (Duration, usize) {
     let t = Instant::now();
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -142,10 +123,10 @@ fn serve_speed() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(500);
-    let children = busy_children(64);
+    let children = busy::Children::spawn(64, Duration::from_millis(1));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_profiler"));
     cmd.args(["serve", "--listen", "127.0.0.1:0"]);
-    for pid in &children {
+    for pid in &children.0 {
         cmd.args(["--pid", &pid.to_string()]);
     }
     let mut serve = cmd.stderr(Stdio::piped()).spawn().unwrap();
@@ -173,13 +154,8 @@ fn serve_speed() {
         q(0.99),
         times.last().unwrap().as_secs_f64() * 1e3
     );
-    // SAFETY: signalling our own children.
-    unsafe {
-        libc::kill(serve.id() as i32, libc::SIGTERM);
-        for pid in &children {
-            libc::kill(*pid, libc::SIGKILL);
-            libc::waitpid(*pid, std::ptr::null_mut(), 0);
-        }
-    }
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(serve.id() as i32, libc::SIGTERM) };
+    drop(children);
     let _ = serve.wait();
 }

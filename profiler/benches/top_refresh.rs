@@ -19,6 +19,8 @@ use std::{
     time::Duration,
 };
 
+mod busy;
+
 fn main() {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
@@ -34,7 +36,7 @@ fn main() {
         "build it first: cargo build --release -p profiler ({})",
         profiler.display()
     );
-    let children = spawn(processes);
+    let children = busy::Children::spawn(processes, Duration::from_millis(100));
     std::thread::sleep(Duration::from_secs(1));
     let cpu = |args: &[&str], n: u64| -> Duration {
         let mut command = Command::new(&profiler);
@@ -91,13 +93,7 @@ fn main() {
         "  peer, attach --all --interval (a snapshot and a table per interval, polling every 20 ms): {:.1} ms",
         peer.as_secs_f64() * 1e3
     );
-    for pid in children {
-        // SAFETY: our own children.
-        unsafe {
-            libc::kill(pid, libc::SIGKILL);
-            libc::waitpid(pid, std::ptr::null_mut(), 0);
-        }
-    }
+    drop(children);
 }
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -105,27 +101,6 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-/// `n` children making a few calls every 100 ms until killed.
-fn spawn(n: usize) -> Vec<i32> {
-    (0..n)
-        .map(|_| {
-            // SAFETY: the child runs raw libc calls only, and never returns.
-            let pid = unsafe { libc::fork() };
-            assert!(pid >= 0, "fork failed");
-            if pid == 0 {
-                loop {
-                    // SAFETY: see above.
-                    unsafe {
-                        libc::close(libc::dup(0));
-                        libc::usleep(100_000);
-                    }
-                }
-            }
-            pid
-        })
-        .collect()
 }
 
 /// Runs `command` to its end; its CPU time (user + system).
