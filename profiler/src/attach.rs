@@ -53,15 +53,9 @@ pub enum StopReason {
 pub fn run(options: &AttachOptions) -> Result<i32> {
     let stop = trace::stop_on_signals()?;
     let mut trace = Trace::start(&options.trace)?;
-    let names: Vec<&str> = options
-        .trace
-        .syscalls
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
     crate::errln!(
         "Tracing {} of {}. Ctrl-C to stop.",
-        names.join(", "),
+        options.trace.syscall_names(", "),
         trace.describe(&options.trace)
     );
     let mut metadata = Metadata::collect("attach");

@@ -88,6 +88,13 @@ impl TraceRequest {
         }
     }
 
+    /// The timed syscalls' names joined by `separator`.
+    #[must_use]
+    pub fn syscall_names(&self, separator: &str) -> String {
+        let names: Vec<&str> = self.syscalls.iter().map(|s| s.name.as_str()).collect();
+        names.join(separator)
+    }
+
     /// The request as metadata settings: `pids` ("all" with `--all`) and `syscalls`, plus the
     /// command and the cgroups when there are some.
     pub fn describe_in(&self, metadata: &mut Metadata) {
@@ -96,7 +103,6 @@ impl TraceRequest {
         } else {
             join(&self.pids, ",")
         };
-        let names: Vec<&str> = self.syscalls.iter().map(|s| s.name.as_str()).collect();
         let settings = [
             ("pids", pids),
             ("command", self.command.join(" ")),
@@ -105,7 +111,7 @@ impl TraceRequest {
                 "by_cgroup",
                 if self.by_cgroup { "yes" } else { "" }.to_owned(),
             ),
-            ("syscalls", names.join(",")),
+            ("syscalls", self.syscall_names(",")),
         ];
         metadata.settings.extend(
             settings

@@ -179,15 +179,9 @@ fn sleep_until(until: Instant, stop: &AtomicBool) {
 /// `--batch`: one plain table per interval on stdout, and a last one for the calls made since
 /// the last when the view ends (so the tables add up to every call).
 fn batch_loop(source: &mut Source, options: &TopOptions, stop: &AtomicBool) -> Result<Ended> {
-    let names: Vec<&str> = options
-        .trace
-        .syscalls
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
     crate::errln!(
         "top: {} of {}, every {} ({}). Ctrl-C to stop.",
-        names.join(", "),
+        options.trace.syscall_names(", "),
         source.describe(&options.trace),
         humantime::format_duration(options.interval),
         source.front()
